@@ -1,0 +1,120 @@
+"""The ``nova-rdt`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import errors
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
+
+
+def _add_root_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--resctrl-root",
+        default=os.environ.get("NOVA_RDT_RESCTRL_ROOT", caps_mod.DEFAULT_ROOT),
+        help="resctrl mount point (default: $NOVA_RDT_RESCTRL_ROOT or "
+             "%(default)s)")
+    p.add_argument(
+        "--sysfs-cpu-root",
+        default=os.environ.get("NOVA_RDT_SYSFS_CPU", caps_mod.DEFAULT_SYSFS_CPU),
+        help="where cpu*/cache/index*/ are read (default: "
+             "$NOVA_RDT_SYSFS_CPU or %(default)s)")
+
+
+def cmd_host_show(args) -> int:
+    fs = Resctrl(args.resctrl_root, sysfs_cpu=args.sysfs_cpu_root)
+    view = HostView.collect(fs)
+    if args.json:
+        json.dump(view.to_dict(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(view.render())
+    return 0
+
+
+def cmd_emulate(args) -> int:
+    from nova_rdt.emulator import mount
+    from nova_rdt.emulator import profiles
+
+    if args.list_profiles:
+        for name, p in sorted(profiles.PROFILES.items()):
+            print(f"{name:16} {p.description}")
+        return 0
+    profiles.get(args.profile)  # a clear error for an unknown name
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.namespace:
+        if not command:
+            raise SystemExit("--namespace needs a command after '--'")
+        return mount.run_in_namespace(args.profile, command)
+    emu = mount.Emulator(args.profile, mountpoint=args.mountpoint)
+    emu.start()
+    try:
+        if command:
+            return subprocess.call(command, env={**os.environ, **emu.env()})
+        print(f"emulated resctrl ({args.profile}) mounted at {emu.mountpoint}")
+        for k, v in emu.env().items():
+            print(f"export {k}={v}")
+        print("Ctrl-C or SIGTERM unmounts it.", flush=True)
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+        signal.pause()
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        emu.stop()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nova-rdt",
+        description="Intel RDT isolation for OpenStack Nova.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    host = sub.add_parser("host", help="this host's RDT state")
+    host_sub = host.add_subparsers(dest="host_cmd", required=True)
+    show = host_sub.add_parser(
+        "show", help="capabilities, groups, free ways and the way map")
+    _add_root_args(show)
+    show.add_argument("--json", action="store_true",
+                      help="stable JSON for scripts")
+    show.set_defaults(func=cmd_host_show)
+
+    emu = sub.add_parser(
+        "emulate", help="mount a kernel-faithful emulated resctrl",
+        description="Mount an emulated resctrl filesystem for a host "
+                    "profile.  With a command after '--', run it with the "
+                    "emulator mounted and unmount afterwards.")
+    emu.add_argument("--profile", default="gold-6252")
+    emu.add_argument("--mountpoint",
+                     help="where to mount (default: a new temp directory)")
+    emu.add_argument("--namespace", action="store_true",
+                     help="run the command in a private mount namespace "
+                          "with the emulator at /sys/fs/resctrl and the "
+                          "profile's cache topology in sysfs")
+    emu.add_argument("--list-profiles", action="store_true")
+    emu.add_argument("command", nargs=argparse.REMAINDER)
+    emu.set_defaults(func=cmd_emulate)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except errors.ResctrlError as e:
+        print(f"nova-rdt: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as e:
+        print(f"nova-rdt: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

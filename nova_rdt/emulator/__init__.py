@@ -1,0 +1,1 @@
+"""A kernel-faithful resctrl filesystem for hosts without RDT hardware."""

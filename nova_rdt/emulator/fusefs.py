@@ -1,0 +1,96 @@
+"""FUSE adaptor: serves a :class:`ResctrlKernel` as a real filesystem.
+
+It only maps VFS calls to the model and KernelError to errno.  Files are
+served with direct I/O, as kernfs serves them: every read sees the current
+state and every write(2) reaches the model as one call, which matters
+because the kernel acts on each write separately.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import threading
+import time
+
+import mfusepy
+
+from nova_rdt.emulator.kernel import KernelError, ResctrlKernel
+
+
+class ResctrlFuse(mfusepy.Operations):
+    use_ns = True
+
+    def __init__(self, kernel: ResctrlKernel):
+        self.kernel = kernel
+        self._lock = threading.Lock()
+        self._mounted_ns = int(time.time() * 1e9)
+
+    def _call(self, fn, *args):
+        with self._lock:
+            try:
+                return fn(*args)
+            except KernelError as e:
+                raise mfusepy.FuseOSError(e.errno) from None
+
+    def getattr(self, path, fh=None):
+        kind, writable = self._call(self.kernel.stat, path)
+        t = self._mounted_ns
+        common = {"st_uid": 0, "st_gid": 0, "st_atime": t, "st_mtime": t,
+                  "st_ctime": t}
+        if kind == "dir":
+            return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2, **common}
+        mode = 0o644 if writable else 0o444
+        return {"st_mode": stat.S_IFREG | mode, "st_nlink": 1, "st_size": 0,
+                **common}
+
+    def readdir(self, path, fh):
+        return [".", ".."] + self._call(self.kernel.listdir, path)
+
+    def open(self, path, flags):
+        kind, writable = self._call(self.kernel.stat, path)
+        if kind == "dir":
+            raise mfusepy.FuseOSError(errno.EISDIR)
+        if flags & (0o1 | 0o2) and not writable:
+            raise mfusepy.FuseOSError(errno.EACCES)
+        return 0
+
+    def read(self, path, size, offset, fh):
+        data = self._call(self.kernel.read, path).encode()
+        return data[offset:offset + size]
+
+    def write(self, path, data, offset, fh):
+        caller = mfusepy.fuse_get_context()[2]
+        return self._call(self.kernel.write, path, bytes(data), caller)
+
+    def truncate(self, path, length, fh=None):
+        # open(O_TRUNC) arrives as a truncate; kernfs ignores it, and so do we.
+        self._call(self.kernel.stat, path)
+        return 0
+
+    def mkdir(self, path, mode):
+        self._call(self.kernel.mkdir, path)
+        return 0
+
+    def rmdir(self, path):
+        self._call(self.kernel.rmdir, path)
+        return 0
+
+    def unlink(self, path):
+        raise mfusepy.FuseOSError(errno.EPERM)
+
+    def create(self, path, mode, fi=None):
+        # kernfs has no creat(); resctrl files exist or do not.
+        raise mfusepy.FuseOSError(errno.EACCES)
+
+    def statfs(self, path):
+        return {"f_bsize": 4096, "f_frsize": 4096, "f_namemax": 255}
+
+
+def serve(kernel: ResctrlKernel, mountpoint: str, **options) -> None:
+    """Mount and serve until unmounted or signalled (blocks)."""
+    mfusepy.FUSE(ResctrlFuse(kernel), mountpoint, foreground=True,
+                 nothreads=True, fsname="resctrl", subtype="resctrl",
+                 direct_io=True, attr_timeout=0, entry_timeout=0,
+                 negative_timeout=0, default_permissions=True,
+                 allow_other=True, **options)
