@@ -128,6 +128,14 @@ class Resctrl:
         self._lock_depth = 0
         self._thread_lock = threading.RLock()
 
+    @classmethod
+    def from_conf(cls, conf) -> Resctrl:
+        """From the ``[rdt]`` options (see :mod:`nova_rdt.conf`)."""
+        rdt = conf.rdt
+        return cls(rdt.resctrl_root, prefix=rdt.group_prefix,
+                   sysfs_cpu=rdt.sysfs_cpu_root,
+                   lock_timeout=rdt.lock_timeout)
+
     # -- discovery -------------------------------------------------------
 
     def capabilities(self) -> caps_mod.Capabilities:
