@@ -99,14 +99,12 @@ def _group_state(g: Group) -> GroupState:
         except (errors.GroupNotFound, FileNotFoundError):
             # Raced with a removal, or a monitor group's missing file.
             return default
+    sch = optional(g.schemata, None) if g.kind == "ctrl" else None
     return GroupState(
         name=g.display_name, kind=g.kind, owner=g.owner,
         parent=None if g.parent is None else (g.parent or "/"),
         mode=optional(g.mode, None) if g.kind == "ctrl" else None,
-        schemata=({k: dict(v) for k, v in
-                   optional(g.schemata, None).lines.items()}
-                  if g.kind == "ctrl" and optional(g.schemata, None)
-                  else {}),
+        schemata={k: dict(v) for k, v in sch.lines.items()} if sch else {},
         cpus=tuple(sorted(optional(g.cpus, set()))),
         task_count=len(optional(g.tasks, [])))
 
@@ -184,8 +182,8 @@ def _render_waymap(v: HostView, res: str):
             letters[g.name] = (string.ascii_uppercase + string.ascii_lowercase
                                + string.digits)[len(letters) % 62]
     yield ""
-    yield f"{res} way map (way {n - 1} left, way 0 right, as in a mask; "
-    yield "  '.' free, a letter: the one group holding the way, '#': shared)"
+    yield f"{res} way map (way {n - 1} left, way 0 right, as in a mask)"
+    yield "  '.' free, a letter: the one group holding the way, '#': shared"
     yield "  cache  " + " ".join(f"{w:>2}" for w in reversed(range(n)))
     shared = set()
     for d in info.domains:
