@@ -1,0 +1,278 @@
+"""The ``rdt:`` flavor extra-spec language.
+
+Pure parsing and checking, no Nova import, so the API validators, the
+scheduler filter and the driver share one reading of a flavor.
+
+Keys (``.N`` after a size or MB key applies it to guest NUMA node N only;
+without it the value applies to every node)::
+
+    rdt:l3_cache_ways=4            unified L3, in ways
+    rdt:l3_cache_size=6656KiB      unified L3, in B, KiB or MiB
+    rdt:l3_code_ways / rdt:l3_data_ways / rdt:l3_code_size / rdt:l3_data_size
+                                   CDP: code and data, always as a pair
+    rdt:mb_percent=50              memory bandwidth, percent (1-100)
+    rdt:mb_mbps=2000               memory bandwidth, MBps (mba_MBps hosts)
+    rdt:vcpus=all | 2-3,5          which vCPUs the allocation covers
+    rdt:monitor=true|false         CMT/MBM monitoring for the instance
+    rdt:pmd_share=true|false       let the OVS-DPDK PMD COS overlap our ways
+    rdt:class=low_priority         join a shared best-effort class group
+
+:func:`check_value` checks one key on its own (what Nova's per-key API
+validators can see); :func:`parse` checks the whole flavor, including the
+rules that span keys and the flavor's vCPU count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+PREFIX = "rdt:"
+MAX_NODES = 64
+
+_SIZE_RE = re.compile(r"^(?P<n>[1-9][0-9]{0,12})\s*(?P<unit>B|KiB|MiB|K|M)?$")
+_UNITS = {None: 1, "B": 1, "K": 1024, "KiB": 1024, "M": 1 << 20,
+          "MiB": 1 << 20}
+_CLASS_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+CACHE_KINDS = ("cache", "code", "data")          # unified, CDP code, data
+NODE_KEYS = tuple(f"l3_{k}_{u}" for k in CACHE_KINDS
+                  for u in ("ways", "size")) + ("mb_percent", "mb_mbps")
+PLAIN_KEYS = ("vcpus", "monitor", "pmd_share", "class")
+
+
+class SpecError(ValueError):
+    """A bad ``rdt:`` spec; ``key`` names the offending extra spec."""
+
+    def __init__(self, key: str, reason: str):
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{key}: {reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheAmount:
+    """An L3 amount: exactly one of ``ways`` or ``size`` (bytes)."""
+
+    ways: int | None = None
+    size: int | None = None
+
+    def to_ways(self, way_size: int) -> int:
+        """Ways on a host whose ways hold ``way_size`` bytes.
+
+        A size that is not a whole number of ways is refused rather than
+        rounded, as libvirt refuses it.
+        """
+        if self.ways is not None:
+            return self.ways
+        if self.size % way_size:
+            raise ValueError(
+                f"{self.size} bytes is not a whole number of "
+                f"{way_size}-byte ways")
+        return self.size // way_size
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRequest:
+    """What one guest NUMA node asks for."""
+
+    cache: CacheAmount | None = None      # unified L3
+    code: CacheAmount | None = None       # CDP
+    data: CacheAmount | None = None
+    mb_percent: int | None = None
+    mb_mbps: int | None = None
+
+    @property
+    def cdp(self) -> bool:
+        return self.code is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class RdtRequest:
+    nodes: tuple[NodeRequest, ...]        # one per guest NUMA node
+    vcpus: frozenset[int] | None          # None: all vCPUs
+    monitor: bool | None                  # None: the host's default
+    pmd_share: bool = False
+    rdt_class: str | None = None
+
+    @property
+    def wants_cache(self) -> bool:
+        return any(n.cache or n.code for n in self.nodes)
+
+    @property
+    def wants_cdp(self) -> bool:
+        return any(n.cdp for n in self.nodes)
+
+    @property
+    def wants_mb(self) -> bool:
+        return any(n.mb_percent or n.mb_mbps for n in self.nodes)
+
+    @property
+    def wants_allocation(self) -> bool:
+        """Whether it needs a CLOS of its own (a class shares one)."""
+        return self.rdt_class is None and (self.wants_cache or self.wants_mb)
+
+
+def _split(key: str) -> tuple[str, int | None]:
+    """``rdt:l3_cache_ways.1`` -> (``l3_cache_ways``, 1)."""
+    name = key[len(PREFIX):]
+    base, dot, node = name.partition(".")
+    if not dot:
+        return base, None
+    if base not in NODE_KEYS:
+        raise SpecError(key, f"'{base}' takes no '.N' node suffix")
+    if not node.isdigit() or int(node) >= MAX_NODES:
+        raise SpecError(key, f"node suffix must be 0-{MAX_NODES - 1}")
+    return base, int(node)
+
+
+def parse_size(key: str, value: str) -> int:
+    m = _SIZE_RE.match(value.strip())
+    if not m:
+        raise SpecError(key, f"{value!r} is not a size such as 6656KiB, "
+                             f"13MiB or 6815744")
+    return int(m.group("n")) * _UNITS[m.group("unit")]
+
+
+def _positive_int(key: str, value: str, hi: int | None = None) -> int:
+    v = value.strip()
+    if not v.isdigit() or int(v) < 1 or (hi is not None and int(v) > hi):
+        rng = f"1-{hi}" if hi else "a positive whole number"
+        raise SpecError(key, f"{value!r} must be {rng}")
+    return int(v)
+
+
+def parse_bool(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise SpecError(key, f"{value!r} is not true or false")
+
+
+def parse_cpu_list(key: str, value: str) -> frozenset[int]:
+    cpus: set[int] = set()
+    for part in value.split(","):
+        part = part.strip()
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise SpecError(key, f"{value!r} is not 'all' or a vCPU list "
+                                 f"such as 0-1,3")
+        a, b = int(lo), int(hi) if dash else int(lo)
+        if b < a:
+            raise SpecError(key, f"range {part!r} runs backwards")
+        cpus.update(range(a, b + 1))
+    return frozenset(cpus)
+
+
+def check_value(key: str, value: str):
+    """Check one key's value on its own; return the parsed value.
+
+    Raises SpecError naming the key.  Unknown ``rdt:`` keys are errors, so
+    a typo is caught at ``flavor set`` rather than silently ignored.
+    """
+    if not key.startswith(PREFIX):
+        raise SpecError(key, "not an rdt: extra spec")
+    base, _node = _split(key)
+    if base.endswith("_ways"):
+        return CacheAmount(ways=_positive_int(key, value, 64))
+    if base.endswith("_size"):
+        return CacheAmount(size=parse_size(key, value))
+    if base == "mb_percent":
+        return _positive_int(key, value, 100)
+    if base == "mb_mbps":
+        return _positive_int(key, value, 0xFFFFFFFF)
+    if base == "vcpus":
+        return None if value.strip() == "all" else parse_cpu_list(key, value)
+    if base in ("monitor", "pmd_share"):
+        return parse_bool(key, value)
+    if base == "class":
+        if not _CLASS_RE.match(value):
+            raise SpecError(key, f"{value!r} must be 1-32 of a-z, 0-9, '_' "
+                                 f"and '-', starting with a letter or digit")
+        return value
+    raise SpecError(key, f"unknown rdt: extra spec; known: "
+                         f"{', '.join(PREFIX + k for k in NODE_KEYS + PLAIN_KEYS)}")
+
+
+def rdt_specs(extra_specs: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in extra_specs.items() if k.startswith(PREFIX)}
+
+
+def parse(extra_specs: Mapping[str, str], vcpus: int,
+          numa_nodes: int = 1) -> RdtRequest | None:
+    """The whole flavor's request, or None when it asks for nothing.
+
+    ``vcpus`` and ``numa_nodes`` are the flavor's; they bound the vCPU
+    list and the ``.N`` node suffixes.
+    """
+    specs = rdt_specs(extra_specs)
+    if not specs:
+        return None
+    values = {k: check_value(k, v) for k, v in sorted(specs.items())}
+    per_node: list[dict] = [{} for _ in range(numa_nodes)]
+    plain: dict[str, object] = {}
+    for key, value in values.items():
+        base, node = _split(key)
+        if base in PLAIN_KEYS:
+            plain[base] = value
+            continue
+        if node is not None and node >= numa_nodes:
+            raise SpecError(key, f"the flavor has {numa_nodes} NUMA "
+                                 f"node(s), numbered from 0")
+        targets = range(numa_nodes) if node is None else [node]
+        for n in targets:
+            # A node-specific key beats the all-nodes one.
+            if node is not None or base not in per_node[n]:
+                per_node[n][base] = (key, value)
+    nodes = tuple(_node_request(d) for d in per_node)
+
+    cpus = plain.get("vcpus")
+    if cpus is not None and max(cpus) >= vcpus:
+        raise SpecError(PREFIX + "vcpus",
+                        f"vCPU {max(cpus)} is out of range: the flavor has "
+                        f"{vcpus} vCPUs (0-{vcpus - 1})")
+    req = RdtRequest(nodes=nodes, vcpus=cpus,
+                     monitor=plain.get("monitor"),
+                     pmd_share=bool(plain.get("pmd_share", False)),
+                     rdt_class=plain.get("class"))
+    if req.rdt_class and (req.wants_cache or req.wants_mb):
+        key = next(k for k in specs if _split(k)[0] in NODE_KEYS)
+        raise SpecError(key, "an instance in rdt:class shares the class's "
+                             "ways and bandwidth; drop one of the two")
+    if req.pmd_share and not req.wants_cache:
+        raise SpecError(PREFIX + "pmd_share",
+                        "needs L3 ways of the instance's own to share "
+                        "(rdt:l3_cache_ways or rdt:l3_cache_size)")
+    return req
+
+
+def _node_request(d: dict) -> NodeRequest:
+    def amount(kind: str) -> tuple[str, CacheAmount] | None:
+        ways, size = d.get(f"l3_{kind}_ways"), d.get(f"l3_{kind}_size")
+        if ways and size:
+            raise SpecError(size[0], f"give {ways[0]} or {size[0]}, not both")
+        return ways or size
+
+    cache, code, data = amount("cache"), amount("code"), amount("data")
+    if cache and (code or data):
+        raise SpecError((code or data)[0],
+                        f"CDP code/data sizes cannot be mixed with the "
+                        f"unified {cache[0]}")
+    if bool(code) != bool(data):
+        have, missing = (code, "data") if code else (data, "code")
+        raise SpecError(have[0], f"CDP needs both code and data: add "
+                                 f"{PREFIX}l3_{missing}_ways or _size")
+    mbp, mbm = d.get("mb_percent"), d.get("mb_mbps")
+    if mbp and mbm:
+        raise SpecError(mbm[0], f"give {mbp[0]} or {mbm[0]}, not both")
+    return NodeRequest(
+        cache=cache[1] if cache else None,
+        code=code[1] if code else None,
+        data=data[1] if data else None,
+        mb_percent=mbp[1] if mbp else None,
+        mb_mbps=mbm[1] if mbm else None)
