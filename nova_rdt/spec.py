@@ -28,6 +28,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from nova_rdt.resctrl import capabilities
+
 PREFIX = "rdt:"
 MAX_NODES = 64
 
@@ -155,17 +157,13 @@ def parse_bool(key: str, value: str) -> bool:
 
 
 def parse_cpu_list(key: str, value: str) -> frozenset[int]:
-    cpus: set[int] = set()
-    for part in value.split(","):
-        part = part.strip()
-        lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise SpecError(key, f"{value!r} is not 'all' or a vCPU list "
-                                 f"such as 0-1,3")
-        a, b = int(lo), int(hi) if dash else int(lo)
-        if b < a:
-            raise SpecError(key, f"range {part!r} runs backwards")
-        cpus.update(range(a, b + 1))
+    try:
+        cpus = capabilities.parse_cpu_list(value)
+    except ValueError as e:
+        raise SpecError(key, f"{e}; use 'all' or a vCPU list such as "
+                             f"0-1,3") from None
+    if not cpus:
+        raise SpecError(key, "use 'all' or a vCPU list such as 0-1,3")
     return frozenset(cpus)
 
 

@@ -219,13 +219,12 @@ def parse_cpu_list(text: str) -> set[int]:
         if not part:
             continue
         lo, sep, hi = part.partition("-")
-        if sep:
-            a, b = int(lo), int(hi)
-            if b < a:
-                raise ValueError(f"bad CPU range {part!r}")
-            cpus.update(range(a, b + 1))
-        else:
-            cpus.add(int(lo))
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"{part!r} is not a CPU number or range")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise ValueError(f"range {part!r} runs backwards")
+        cpus.update(range(a, b + 1))
     return cpus
 
 
