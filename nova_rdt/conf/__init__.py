@@ -24,11 +24,55 @@ resctrl_opts = [
                       "also takes before giving up."),
 ]
 
+# Options read by nova-compute's driver extension and the scheduler filter.
+host_opts = [
+    cfg.IntOpt("reserved_host_ways", default=2, min=1,
+               help="L3 ways per cache id kept by the default (root) "
+                    "group: the HOST domain where the OS and every "
+                    "unmanaged task run.  At init_host nova-rdt shrinks "
+                    "the root group's L3 masks to the lowest this many "
+                    "ways; until then libvirt can allocate nothing, since "
+                    "the root holds every way.  Must be at least the "
+                    "hardware's min_cbm_bits."),
+    cfg.IntOpt("pmd_shared_ways", default=0, min=0,
+               help="L3 ways per cache id owned by the OVS-DPDK PMD group "
+                    "on their own (the shared base of ONP Table 3-1), "
+                    "taken from the top of the mask.  0 leaves the PMD "
+                    "cores in the HOST domain.  The ways of instances "
+                    "with rdt:pmd_share=true are added to the PMD group "
+                    "on top of these."),
+    cfg.BoolOpt("require_resctrl", default=True,
+                help="Refuse to start nova-compute when resctrl is not "
+                     "mounted at resctrl_root or the [rdt] options cannot "
+                     "be honoured on this host.  When False, a host "
+                     "without resctrl runs as a plain libvirt host and "
+                     "reports no CUSTOM_RDT_* traits."),
+    cfg.StrOpt("missing_rdt_policy", default="reject",
+               choices=[("reject",
+                         "Fail the build (and reschedule) of an instance "
+                         "whose flavor asks for RDT the host cannot give."),
+                        ("ignore",
+                         "Boot it without the RDT elements and log a "
+                         "warning.")],
+               help="What nova-compute does with an instance whose rdt: "
+                    "extra specs this host cannot honour (no CAT, no MBA, "
+                    "no CDP...).  The RDTFilter keeps such requests away "
+                    "from such hosts; this decides what happens when the "
+                    "filter is not enabled or the host is forced."),
+    cfg.StrOpt("monitor_default", default="rdt",
+               choices=[("none", "No <monitor> unless rdt:monitor=true."),
+                        ("rdt", "Monitor instances with any rdt: spec."),
+                        ("all", "Monitor every instance.")],
+               help="Which instances get CMT/MBM monitoring (a libvirt "
+                    "<monitor>, one RMID each) when their flavor does "
+                    "not set rdt:monitor."),
+]
+
 
 def register_opts(conf) -> None:
     conf.register_group(rdt_group)
-    conf.register_opts(resctrl_opts, group=rdt_group)
+    conf.register_opts(resctrl_opts + host_opts, group=rdt_group)
 
 
 def list_opts():
-    return [(rdt_group, resctrl_opts)]
+    return [(rdt_group, resctrl_opts + host_opts)]

@@ -1,0 +1,109 @@
+"""Paste filter: whole-flavor checks of rdt: extra specs at the API.
+
+Nova's per-key validators see one key at a time.  Mixing unified and CDP
+keys, a vCPU list beyond the flavor's vCPUs, or a ``.N`` suffix beyond its
+NUMA nodes can only be judged against the whole flavor, so this filter
+merges the request into the flavor's current specs and answers 400, naming
+the key, before Nova stores anything.  It checks every microversion: the
+rdt: namespace is ours, and an old client must not slip a bad flavor past.
+
+Add it to the compute API pipelines in api-paste.ini, right before
+``osapi_compute_app_v21``::
+
+    [filter:rdt_flavor_check]
+    paste.filter_factory = nova_rdt.api.flavor_check:filter_factory
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import webob
+import webob.dec
+from oslo_log import log as logging
+
+from nova_rdt import spec
+
+LOG = logging.getLogger(__name__)
+
+_PATH_RE = re.compile(
+    r"/flavors/(?P<flavor>[^/]+)/os-extra_specs(?:/(?P<key>[^/]+))?/?$")
+
+
+def merged_specs(method: str, key: str | None, body: bytes,
+                 current: dict[str, str]) -> dict[str, str] | None:
+    """The flavor's specs as they would be after this request, or None."""
+    if method == "DELETE" and key:
+        return {k: v for k, v in current.items() if k != key}
+    try:
+        doc = json.loads(body or b"{}")
+    except ValueError:
+        return None                         # Nova answers the bad body
+    if not isinstance(doc, dict):
+        return None
+    new = doc.get("extra_specs") if method == "POST" else doc
+    if not isinstance(new, dict):
+        return None
+    return {**current, **{str(k): str(v) for k, v in new.items()}}
+
+
+def check(specs: dict[str, str], vcpus: int) -> str | None:
+    """None when the rdt: specs are consistent, else the 400 message."""
+    if not any(k.startswith(spec.PREFIX) for k in specs):
+        return None
+    try:
+        nodes = int(specs.get("hw:numa_nodes", 1))
+    except ValueError:
+        nodes = 1                           # Nova's own validator says why
+    try:
+        spec.parse(specs, vcpus, max(nodes, 1))
+    except spec.SpecError as e:
+        return f"Validation failed for extra spec {e.key}: {e.reason}."
+    return None
+
+
+class FlavorCheck:
+    def __init__(self, app):
+        self.app = app
+
+    @webob.dec.wsgify
+    def __call__(self, req: webob.Request):
+        m = _PATH_RE.search(req.path_info)
+        if m is None or req.method not in ("POST", "PUT", "DELETE"):
+            return req.get_response(self.app)
+        key = m.group("key")
+        if not key and req.method != "POST":
+            return req.get_response(self.app)
+        flavor = self._flavor(req, m.group("flavor"))
+        if flavor is None:
+            return req.get_response(self.app)   # Nova answers 404/403
+        after = merged_specs(req.method, key, req.body,
+                             dict(flavor.extra_specs or {}))
+        message = check(after, flavor.vcpus) if after is not None else None
+        if message is None:
+            return req.get_response(self.app)
+        LOG.info("rdt_flavor_check: refused %s %s: %s", req.method,
+                 req.path_info, message)
+        resp = webob.Response(status=400, content_type="application/json")
+        resp.body = json.dumps(
+            {"badRequest": {"code": 400, "message": message}}).encode()
+        return resp
+
+    @staticmethod
+    def _flavor(req, flavor_id):
+        from nova import exception
+        from nova import objects
+        ctx = req.environ.get("nova.context")
+        if ctx is None:
+            return None
+        try:
+            return objects.Flavor.get_by_flavor_id(ctx, flavor_id)
+        except exception.FlavorNotFound:
+            return None
+
+
+def filter_factory(global_conf, **local_conf):
+    def _factory(app):
+        return FlavorCheck(app)
+    return _factory

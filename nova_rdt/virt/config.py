@@ -1,0 +1,238 @@
+"""libvirt XML objects for RDT, in the style of nova.virt.libvirt.config.
+
+Nova has no classes for ``<cachetune>``/``<memorytune>`` (its
+``LibvirtConfigGuestMemoryTune`` is ``<memtune>``), so they live here.
+:class:`RdtCPUTune` extends Nova's ``<cputune>`` object rather than
+replacing it, so vcpupin, emulatorpin, shares and vcpusched render exactly
+as Nova made them.
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+from nova.virt.libvirt import config as vconfig
+
+from nova_rdt.resctrl import capabilities as caps_mod
+
+NOVA_RDT_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
+NOVA_RDT_PREFIX = "nova-rdt"
+
+
+def _cpuset(cpus) -> str:
+    return caps_mod.format_cpu_list(cpus)
+
+
+class LibvirtConfigGuestCacheTuneCache(vconfig.LibvirtConfigObject):
+    """``<cache id level type size unit/>``; size in KiB (libvirt's unit)."""
+
+    def __init__(self, cache_id=None, level=3, cache_type="both",
+                 size_kib=None, **kwargs):
+        super().__init__(root_name="cache", **kwargs)
+        self.id = cache_id
+        self.level = level
+        self.type = cache_type
+        self.size_kib = size_kib
+
+    def format_dom(self):
+        e = super().format_dom()
+        e.set("id", str(self.id))
+        e.set("level", str(self.level))
+        e.set("type", self.type)
+        e.set("size", str(self.size_kib))
+        e.set("unit", "KiB")
+        return e
+
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        self.id = int(xmldoc.get("id"))
+        self.level = int(xmldoc.get("level"))
+        self.type = xmldoc.get("type")
+        self.size_kib = _to_kib(int(xmldoc.get("size")),
+                                xmldoc.get("unit", "B"))
+
+
+class LibvirtConfigGuestRdtMonitor(vconfig.LibvirtConfigObject):
+    """``<monitor vcpus/>``; ``level`` only inside ``<cachetune>``."""
+
+    def __init__(self, vcpus=(), level=None, **kwargs):
+        super().__init__(root_name="monitor", **kwargs)
+        self.vcpus = set(vcpus)
+        self.level = level
+
+    def format_dom(self):
+        e = super().format_dom()
+        if self.level is not None:
+            e.set("level", str(self.level))
+        e.set("vcpus", _cpuset(self.vcpus))
+        return e
+
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
+        lvl = xmldoc.get("level")
+        self.level = int(lvl) if lvl is not None else None
+
+
+class LibvirtConfigGuestCacheTune(vconfig.LibvirtConfigObject):
+    def __init__(self, vcpus=(), **kwargs):
+        super().__init__(root_name="cachetune", **kwargs)
+        self.vcpus = set(vcpus)
+        self.caches: list[LibvirtConfigGuestCacheTuneCache] = []
+        self.monitors: list[LibvirtConfigGuestRdtMonitor] = []
+
+    def format_dom(self):
+        e = super().format_dom()
+        e.set("vcpus", _cpuset(self.vcpus))
+        for c in self.caches + self.monitors:
+            e.append(c.format_dom())
+        return e
+
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
+        for child in xmldoc:
+            if child.tag == "cache":
+                c = LibvirtConfigGuestCacheTuneCache()
+                c.parse_dom(child)
+                self.caches.append(c)
+            elif child.tag == "monitor":
+                m = LibvirtConfigGuestRdtMonitor()
+                m.parse_dom(child)
+                self.monitors.append(m)
+
+
+class LibvirtConfigGuestMemoryTuneNode(vconfig.LibvirtConfigObject):
+    def __init__(self, node_id=None, bandwidth=None, **kwargs):
+        super().__init__(root_name="node", **kwargs)
+        self.id = node_id
+        self.bandwidth = bandwidth
+
+    def format_dom(self):
+        e = super().format_dom()
+        e.set("id", str(self.id))
+        e.set("bandwidth", str(self.bandwidth))
+        return e
+
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        self.id = int(xmldoc.get("id"))
+        self.bandwidth = int(xmldoc.get("bandwidth"))
+
+
+class LibvirtConfigGuestRdtMemoryTune(vconfig.LibvirtConfigObject):
+    """``<memorytune>`` (MBA), not to be confused with Nova's ``<memtune>``."""
+
+    def __init__(self, vcpus=(), **kwargs):
+        super().__init__(root_name="memorytune", **kwargs)
+        self.vcpus = set(vcpus)
+        self.nodes: list[LibvirtConfigGuestMemoryTuneNode] = []
+        self.monitors: list[LibvirtConfigGuestRdtMonitor] = []
+
+    def format_dom(self):
+        e = super().format_dom()
+        e.set("vcpus", _cpuset(self.vcpus))
+        for c in self.nodes + self.monitors:
+            e.append(c.format_dom())
+        return e
+
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
+        for child in xmldoc:
+            if child.tag == "node":
+                n = LibvirtConfigGuestMemoryTuneNode()
+                n.parse_dom(child)
+                self.nodes.append(n)
+            elif child.tag == "monitor":
+                m = LibvirtConfigGuestRdtMonitor()
+                m.parse_dom(child)
+                self.monitors.append(m)
+
+
+class RdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
+    """Nova's ``<cputune>`` plus cachetunes and memorytunes."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.cachetunes: list[LibvirtConfigGuestCacheTune] = []
+        self.memorytunes: list[LibvirtConfigGuestRdtMemoryTune] = []
+
+    @classmethod
+    def extending(cls, base: vconfig.LibvirtConfigGuestCPUTune | None
+                  ) -> RdtCPUTune:
+        """A copy of Nova's cputune that can also carry RDT elements."""
+        new = cls()
+        if base is not None:
+            for name, value in vars(base).items():
+                setattr(new, name, value)
+        new.cachetunes = []
+        new.memorytunes = []
+        return new
+
+    def format_dom(self):
+        e = super().format_dom()
+        for t in self.cachetunes + self.memorytunes:
+            e.append(t.format_dom())
+        return e
+
+
+class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
+    """nova-rdt's record in ``<metadata>``: what the hook and agent act on.
+
+    It marks the domain as managed by nova-rdt and carries what libvirt's
+    own elements cannot: PMD sharing, the class, MB in MBps, and the ways
+    asked for on each cache id.
+    """
+
+    VERSION = "1"
+
+    def __init__(self):
+        super().__init__(root_name="instance", ns_prefix=NOVA_RDT_PREFIX,
+                         ns_uri=NOVA_RDT_NS)
+        self.vcpus: set[int] = set()
+        self.pmd_share = False
+        self.rdt_class: str | None = None
+        self.monitor = False
+        self.cache: list[tuple[int, str, int]] = []    # id, type, ways
+        self.mb: list[tuple[int, int, str]] = []       # id, value, unit
+
+    def format_dom(self):
+        e = super().format_dom()
+        e.set("version", self.VERSION)
+        e.append(self._text_node("vcpus", _cpuset(self.vcpus)))
+        e.append(self._text_node("pmd-share", str(self.pmd_share).lower()))
+        e.append(self._text_node("monitor", str(self.monitor).lower()))
+        if self.rdt_class:
+            e.append(self._text_node("class", self.rdt_class))
+        for cid, kind, ways in self.cache:
+            c = self._new_node("cache")
+            c.set("id", str(cid))
+            c.set("type", kind)
+            c.set("ways", str(ways))
+            e.append(c)
+        for mid, value, unit in self.mb:
+            m = self._new_node("mb")
+            m.set("id", str(mid))
+            m.set("value", str(value))
+            m.set("unit", unit)
+            e.append(m)
+        return e
+
+
+def _to_kib(size: int, unit: str) -> int:
+    scale = {"B": 1, "bytes": 1, "KiB": 1024, "K": 1024, "k": 1024,
+             "MiB": 1 << 20, "M": 1 << 20, "GiB": 1 << 30, "G": 1 << 30}
+    return size * scale[unit] // 1024
+
+
+def strip_rdt(domain: etree._Element) -> None:
+    """Remove cachetunes, memorytunes and our metadata from a domain XML."""
+    cputune = domain.find("cputune")
+    if cputune is not None:
+        for tag in ("cachetune", "memorytune"):
+            for el in cputune.findall(tag):
+                cputune.remove(el)
+    md = domain.find("metadata")
+    if md is not None:
+        for el in md.findall(f"{{{NOVA_RDT_NS}}}instance"):
+            md.remove(el)

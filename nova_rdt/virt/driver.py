@@ -1,0 +1,345 @@
+"""LibvirtRDTDriver: Nova's libvirt driver with Intel RDT.
+
+Load it with ``[DEFAULT] compute_driver = rdt.LibvirtRDTDriver`` (the
+``nova.virt.rdt`` shim re-exports this class).  It adds, on top of Nova's
+own behaviour, and without changing any of it:
+
+* host preparation at ``init_host`` (through privsep);
+* ``CUSTOM_RDT_*`` traits and an ``rdt`` compute-node stat for the filter;
+* ``<cachetune>``/``<memorytune>``/``<monitor>`` and nova-rdt metadata on
+  every path that builds a domain from scratch (spawn, hard reboot,
+  resize/cold migration, rebuild/evacuate, unshelve, rescue), planned
+  against live resctrl state plus pending claims;
+* a destination-side claim and an XML rewrite for live migration.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from nova import exception
+from nova import objects
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_rdt import conf as rdt_conf
+from nova_rdt import hoststate
+from nova_rdt import planner
+from nova_rdt import privsep
+from nova_rdt import spec
+from nova_rdt.resctrl import errors as rdt_errors
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.virt import claims as claims_mod
+from nova_rdt.virt import config as rdt_config
+from nova_rdt.virt import guest_rdt
+from nova_rdt.virt import libvirt_caps
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+if "rdt" not in CONF:
+    rdt_conf.register_opts(CONF)
+
+# Claims of domains that never got defined are dropped after this long.
+CLAIM_GRACE_S = 600.0
+
+
+class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
+
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        self._rdt_fs: Resctrl | None = None
+        self._rdt_claims = claims_mod.ClaimLedger()
+
+    # -- host preparation ----------------------------------------------
+
+    def init_host(self, host):
+        super().init_host(host)
+        self._rdt_init_host()
+
+    def _rdt_init_host(self):
+        opts = CONF.rdt
+        fs = Resctrl.from_conf(CONF)
+        try:
+            fs.capabilities()
+        except (rdt_errors.ResctrlError, OSError) as e:
+            if opts.require_resctrl:
+                raise exception.InvalidConfiguration(
+                    f"nova-rdt: resctrl is not usable at {opts.resctrl_root}"
+                    f" ({e}); mount it (mount -t resctrl resctrl "
+                    f"{opts.resctrl_root}) or set [rdt] "
+                    f"require_resctrl=False to run this host without RDT")
+            LOG.warning("nova-rdt: no resctrl at %s (%s); this host offers "
+                        "no RDT", opts.resctrl_root, e)
+            return
+        try:
+            summary = privsep.prepare_host(
+                fs.root, fs.sysfs_cpu, fs.prefix, fs.lock_timeout,
+                opts.reserved_host_ways, opts.pmd_shared_ways)
+        except Exception as e:
+            # HostPrepError and ResctrlError arrive here from the privsep
+            # daemon; both carry the reason (and last_cmd_status).
+            raise exception.InvalidConfiguration(
+                f"nova-rdt: cannot prepare the host's resctrl: {e}")
+        LOG.info("nova-rdt: host prepared: root %s, PMD %s, %s ways per "
+                 "cache id for instances", summary["root"],
+                 summary["pmd"] or "-", summary["managed_ways"])
+        self._rdt_fs = fs
+
+    # -- host state ----------------------------------------------------
+
+    @functools.cached_property
+    def _rdt_libvirt_caps(self) -> libvirt_caps.LibvirtRdtCaps:
+        return libvirt_caps.parse(self._host.get_connection().getCapabilities())
+
+    def _rdt_host_cells(self) -> dict[int, frozenset[int]]:
+        topo = self._host.get_capabilities().host.topology
+        if topo is None:
+            return {}
+        return {cell.id: frozenset(c.id for c in cell.cpus)
+                for cell in topo.cells}
+
+    def _rdt_live(self) -> tuple[hoststate.HostRdtState, set[str]] | None:
+        """Live resctrl state and the domains libvirt already allocated."""
+        if self._rdt_fs is None:
+            return None
+        view = HostView.collect(self._rdt_fs)
+        caps = self._rdt_libvirt_caps
+        state = hoststate.from_resctrl(view, caps.cache_cpus or None,
+                                       caps.way_sizes or None)
+        names = claims_mod.libvirt_domain_names(
+            g.name for g in view.groups if g.kind == "ctrl")
+        return state, names
+
+    def rdt_host_state(self) -> hoststate.HostRdtState | None:
+        """What this host can still give: live state plus pending claims."""
+        live = self._rdt_live()
+        if live is None:
+            return None
+        try:
+            defined = {d.UUIDString() for d in
+                       self._host.list_instance_domains(only_running=False)}
+            gone = self._rdt_claims.forget_unless(defined, CLAIM_GRACE_S)
+            if gone:
+                LOG.info("nova-rdt: dropped stale claims of %s", gone)
+        except Exception:                       # pragma: no cover
+            LOG.debug("nova-rdt: cannot list domains", exc_info=True)
+        return self._rdt_claims.effective(*live)
+
+    def get_available_resource(self, nodename):
+        data = super().get_available_resource(nodename)
+        state = self.rdt_host_state()
+        if state is not None:
+            data["stats"].update(state.to_stats())
+        return data
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        super().update_provider_tree(provider_tree, nodename,
+                                     allocations=allocations)
+        state = self.rdt_host_state()
+        ours = state.traits() if state else set()
+        traits = set(provider_tree.data(nodename).traits)
+        provider_tree.update_traits(
+            nodename, (traits - set(hoststate.ALL_TRAITS)) | ours)
+
+    # -- building domains ----------------------------------------------
+
+    def _get_guest_config(self, instance, network_info, image_meta,
+                          disk_info, rescue=None, block_device_info=None,
+                          context=None, mdevs=None, accel_info=None,
+                          share_info=None, old_guest=None):
+        guest = super()._get_guest_config(
+            instance, network_info, image_meta, disk_info, rescue=rescue,
+            block_device_info=block_device_info, context=context,
+            mdevs=mdevs, accel_info=accel_info, share_info=share_info,
+            old_guest=old_guest)
+        self._rdt_extend_guest(guest, instance)
+        return guest
+
+    def _rdt_request(self, instance) -> spec.RdtRequest | None:
+        try:
+            return guest_rdt.request_for(instance)
+        except spec.SpecError as e:
+            # Flavors set before the validators were installed, or through
+            # an old microversion, can still carry a bad spec.  Another
+            # host would read it the same way: abort, do not reschedule.
+            raise exception.BuildAbortException(
+                instance_uuid=instance.uuid,
+                reason=f"invalid flavor extra spec {e.key}: {e.reason}")
+
+    def _rdt_extend_guest(self, guest, instance):
+        request = self._rdt_request(instance)
+        monitor_default = {"none": False, "all": True,
+                           "rdt": request is not None
+                           }[CONF.rdt.monitor_default]
+        if request is None and not monitor_default:
+            self._rdt_claims.release(instance.uuid)
+            return
+        live = self._rdt_live()
+        if live is None:
+            self._rdt_refuse_or_ignore(instance, request,
+                                       "this host has no resctrl (RDT)")
+            return
+        state, allocated = live
+        try:
+            d = planner.demand(
+                request or spec.RdtRequest((spec.NodeRequest(),), None,
+                                           None),
+                instance.flavor.vcpus,
+                guest_rdt.instance_cells(instance.numa_topology), state,
+                self._rdt_host_cells(), monitor_default)
+        except planner.CannotHonour as e:
+            self._rdt_refuse_or_ignore(instance, request, str(e))
+            return
+        try:
+            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
+                                   allocated)
+        except planner.CannotHonour as e:
+            raise exception.ComputeResourcesUnavailable(
+                reason=f"nova-rdt: {e}")
+        caches, mems = guest_rdt.tunes(d, state)
+        if caches or mems:
+            guest.cputune = rdt_config.RdtCPUTune.extending(guest.cputune)
+            guest.cputune.cachetunes = caches
+            guest.cputune.memorytunes = mems
+        guest.metadata.append(guest_rdt.metadata(request, d, state))
+        LOG.info("nova-rdt: vCPUs %s get L3 %s, MB %s, monitor %s",
+                 sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
+                 instance=instance)
+
+    def _rdt_refuse_or_ignore(self, instance, request, reason):
+        if request is None:
+            LOG.debug("nova-rdt: no monitoring: %s", reason,
+                      instance=instance)
+            return
+        if CONF.rdt.missing_rdt_policy == "ignore":
+            LOG.warning("nova-rdt: booting without the flavor's RDT "
+                        "isolation: %s", reason, instance=instance)
+            return
+        raise exception.ComputeResourcesUnavailable(
+            reason=f"nova-rdt: {reason}")
+
+    # -- releasing claims ----------------------------------------------
+
+    def cleanup(self, context, instance, network_info, block_device_info=None,
+                destroy_disks=True, migrate_data=None, destroy_vifs=True,
+                destroy_secrets=True):
+        try:
+            return super().cleanup(
+                context, instance, network_info,
+                block_device_info=block_device_info,
+                destroy_disks=destroy_disks, migrate_data=migrate_data,
+                destroy_vifs=destroy_vifs, destroy_secrets=destroy_secrets)
+        finally:
+            self._rdt_claims.release(instance.uuid)
+
+    def _cleanup_resize(self, context, instance, network_info):
+        super()._cleanup_resize(context, instance, network_info)
+        # On a resize to the same host the new domain keeps its claim.
+        if instance.host != CONF.host:
+            self._rdt_claims.release(instance.uuid)
+
+    # -- live migration ------------------------------------------------
+
+    def post_claim_migrate_data(self, context, instance, migrate_data,
+                                claim):
+        """On the destination: plan and claim, or refuse the migration."""
+        migrate_data = super().post_claim_migrate_data(
+            context, instance, migrate_data, claim)
+        request = self._rdt_request(instance)
+        if request is None:
+            return migrate_data
+        live = self._rdt_live()
+        if live is None:
+            if CONF.rdt.missing_rdt_policy == "ignore":
+                return migrate_data
+            raise exception.MigrationPreCheckError(
+                reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")
+        state, allocated = live
+        try:
+            d = planner.demand(
+                request, instance.flavor.vcpus,
+                guest_rdt.instance_cells(claim.claimed_numa_topology),
+                state, self._rdt_host_cells(),
+                CONF.rdt.monitor_default != "none")
+            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
+                                   allocated)
+        except planner.CannotHonour as e:
+            raise exception.MigrationPreCheckError(
+                reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
+                       f"RDT request: {e}")
+        return migrate_data
+
+    def rollback_live_migration_at_destination(self, context, instance,
+                                               network_info,
+                                               block_device_info,
+                                               destroy_disks=True,
+                                               migrate_data=None):
+        try:
+            return super().rollback_live_migration_at_destination(
+                context, instance, network_info, block_device_info,
+                destroy_disks=destroy_disks, migrate_data=migrate_data)
+        finally:
+            self._rdt_claims.release(instance.uuid)
+
+    def _live_migration_operation(self, context, instance, dest,
+                                  block_migration, migrate_data, guest,
+                                  device_names):
+        """On the source: hand libvirt the destination's RDT elements."""
+        rewrite = functools.partial(self._rdt_destination_xml, context,
+                                    instance, dest)
+        return super()._live_migration_operation(
+            context, instance, dest, block_migration, migrate_data,
+            _RewritingGuest(guest, rewrite), device_names)
+
+    def _rdt_destination_xml(self, context, instance, dest, xml):
+        request = self._rdt_request(instance)
+        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            context, dest)
+        state = hoststate.HostRdtState.from_stats(node.stats)
+        if request is None and CONF.rdt.monitor_default != "all":
+            return xml
+        if state is None:
+            LOG.warning("nova-rdt: %s publishes no RDT state; migrating "
+                        "without RDT elements", dest, instance=instance)
+            return guest_rdt.rewrite_xml(xml, [], None)
+        host_cells = {}
+        if node.numa_topology:
+            topo = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
+            host_cells = {c.id: frozenset(c.cpuset | c.pcpuset)
+                          for c in topo.cells}
+        mc = instance.migration_context
+        topology = mc.new_numa_topology if mc else instance.numa_topology
+        d = planner.demand(
+            request or spec.RdtRequest((spec.NodeRequest(),), None, None),
+            instance.flavor.vcpus, guest_rdt.instance_cells(topology),
+            state, host_cells,
+            CONF.rdt.monitor_default == "all" or (
+                request is not None and CONF.rdt.monitor_default == "rdt"))
+        caches, mems = guest_rdt.tunes(d, state)
+        LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
+                 dict(d.cache), dict(d.mb), instance=instance)
+        return guest_rdt.rewrite_xml(xml, caches + mems,
+                                     guest_rdt.metadata(request, d, state))
+
+
+class _RewritingGuest:
+    """A Guest whose migrate() passes the destination XML through a rewrite.
+
+    Nova builds the destination XML inside _live_migration_operation and
+    hands it straight to guest.migrate(); this is the one seam after it.
+    """
+
+    def __init__(self, guest, rewrite):
+        self._guest = guest
+        self._rewrite = rewrite
+
+    def __getattr__(self, name):
+        return getattr(self._guest, name)
+
+    def migrate(self, destination, *args, destination_xml=None, **kwargs):
+        if destination_xml is not None:
+            destination_xml = self._rewrite(destination_xml)
+        return self._guest.migrate(destination, *args,
+                                   destination_xml=destination_xml, **kwargs)

@@ -1,0 +1,119 @@
+"""Turn a planned :class:`~nova_rdt.planner.Demand` into domain XML parts.
+
+Shared by spawn-like paths (which extend Nova's config objects) and live
+migration (which rewrites the source's XML for the destination).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from lxml import etree
+
+from nova_rdt import hoststate
+from nova_rdt import planner
+from nova_rdt import spec
+from nova_rdt.virt import config as rdt_config
+
+
+def instance_cells(numa_topology) -> list[planner.GuestCell] | None:
+    """Guest cells of an InstanceNUMATopology (None without one)."""
+    if numa_topology is None or not numa_topology.cells:
+        return None
+    cells = []
+    for i, cell in enumerate(numa_topology.cells):
+        vcpus = set(getattr(cell, "cpuset", ()) or ()) | set(
+            getattr(cell, "pcpuset", ()) or ())
+        pinning = None
+        if "cpu_pinning_raw" in cell and cell.cpu_pinning_raw:
+            pinning = {int(v): frozenset([int(p)])
+                       for v, p in cell.cpu_pinning_raw.items()}
+        cells.append(planner.GuestCell(i, frozenset(vcpus), cell.id,
+                                       pinning))
+    return cells
+
+
+def migration_cells(numa_topology, cpu_pins: Mapping[str, set] | None
+                    ) -> list[planner.GuestCell] | None:
+    """Guest cells on a live migration's destination, from dst_numa_info."""
+    cells = instance_cells(numa_topology)
+    if cells is None or not cpu_pins:
+        return cells
+    pins = {int(v): frozenset(p) for v, p in cpu_pins.items()}
+    return [planner.GuestCell(c.index, c.vcpus, None,
+                              {v: pins[v] for v in c.vcpus if v in pins})
+            for c in cells]
+
+
+def request_for(instance) -> spec.RdtRequest | None:
+    """The instance's rdt: request; SpecError for a bad flavor."""
+    flavor = instance.flavor
+    nodes = 1
+    if instance.numa_topology is not None and instance.numa_topology.cells:
+        nodes = len(instance.numa_topology.cells)
+    return spec.parse(flavor.extra_specs or {}, flavor.vcpus, nodes)
+
+
+def tunes(d: planner.Demand, state: hoststate.HostRdtState
+          ) -> tuple[list[rdt_config.LibvirtConfigGuestCacheTune],
+                     list[rdt_config.LibvirtConfigGuestRdtMemoryTune]]:
+    """One cachetune and one memorytune over the same vCPUs: one CLOS.
+
+    libvirt merges a cachetune and a memorytune with equal vCPU sets into
+    one resctrl group, and every covered vCPU takes its own socket's mask
+    from that group, so a multi-socket guest still costs a single CLOS.
+    """
+    caches, mems = [], []
+    if d.cache or d.monitor:
+        ct = rdt_config.LibvirtConfigGuestCacheTune(d.vcpus)
+        for cid, per in sorted(d.cache.items()):
+            way = state.cache[cid].way_size
+            for kind, ways in sorted(per.items()):
+                ct.caches.append(rdt_config.LibvirtConfigGuestCacheTuneCache(
+                    cid, 3, kind, ways * way // 1024))
+        if d.monitor:
+            ct.monitors.append(
+                rdt_config.LibvirtConfigGuestRdtMonitor(d.vcpus, level=3))
+        caches.append(ct)
+    mb_percent = {i: v for i, v in d.mb.items()}
+    if mb_percent and state.mb and state.mb.units == "percent":
+        mt = rdt_config.LibvirtConfigGuestRdtMemoryTune(d.vcpus)
+        for mid, value in sorted(mb_percent.items()):
+            mt.nodes.append(
+                rdt_config.LibvirtConfigGuestMemoryTuneNode(mid, value))
+        mems.append(mt)
+    return caches, mems
+
+
+def metadata(request: spec.RdtRequest | None, d: planner.Demand,
+             state: hoststate.HostRdtState
+             ) -> rdt_config.LibvirtConfigGuestMetaNovaRdt:
+    meta = rdt_config.LibvirtConfigGuestMetaNovaRdt()
+    meta.vcpus = set(d.vcpus)
+    meta.monitor = d.monitor
+    if request is not None:
+        meta.pmd_share = request.pmd_share
+        meta.rdt_class = request.rdt_class
+    meta.cache = [(cid, kind, ways) for cid, per in sorted(d.cache.items())
+                  for kind, ways in sorted(per.items())]
+    unit = state.mb.units if state.mb else "percent"
+    meta.mb = [(mid, value, unit) for mid, value in sorted(d.mb.items())]
+    return meta
+
+
+def rewrite_xml(xml: str, parts: Sequence, meta) -> str:
+    """Replace the RDT parts of a domain XML (live migration)."""
+    dom = etree.fromstring(xml.encode())
+    rdt_config.strip_rdt(dom)
+    if parts:
+        cputune = dom.find("cputune")
+        if cputune is None:
+            cputune = etree.SubElement(dom, "cputune")
+        for p in parts:
+            cputune.append(p.format_dom())
+    if meta is not None:
+        md = dom.find("metadata")
+        if md is None:
+            md = etree.SubElement(dom, "metadata")
+        md.append(meta.format_dom())
+    return etree.tostring(dom, encoding="unicode", pretty_print=True)
