@@ -92,7 +92,10 @@ def mb_value(node: spec.NodeRequest, state: hoststate.HostRdtState
         if mb.units != caps_mod.UNITS_PERCENT:
             raise CannotHonour(f"rdt:mb_percent needs MB in percent; this "
                                f"host's MB is in {mb.units}")
-        return cbm.mb_round(node.mb_percent, mb.gran, mb.min, 100)
+        try:
+            return cbm.mb_round(node.mb_percent, mb.gran, mb.min, 100)
+        except ValueError as e:
+            raise CannotHonour(f"rdt:mb_percent: {e} on this host") from None
     if mb.units != caps_mod.UNITS_MBPS:
         raise CannotHonour("rdt:mb_mbps needs resctrl mounted with "
                            "-o mba_MBps")
@@ -242,3 +245,73 @@ def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
         return None
     except CannotHonour as e:
         return str(e)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSummary:
+    """What :func:`fits_anywhere` needs from a host, precomputed once.
+
+    The scheduler keeps one per host-state update, so each request costs
+    a few comparisons per host.  ``fits`` must agree with
+    :func:`fits_anywhere` (a property test holds them together).
+    """
+
+    state: hoststate.HostRdtState
+    largest: Mapping[str, tuple[int, ...]]    # per type, desc, per cache id
+    shape: tuple                              # what per-request memos key on
+
+    @classmethod
+    def of(cls, state: hoststate.HostRdtState) -> HostSummary:
+        largest = {k: tuple(sorted((c.largest_free_run(k)
+                                    for c in state.cache.values()),
+                                   reverse=True))
+                   for k in state.cache_types}
+        shape = (state.cdp, state.mb,
+                 tuple((c.way_size, c.cbm_len, c.min_ways)
+                       for c in state.cache.values()))
+        return cls(state, largest, shape)
+
+    def fits(self, request: spec.RdtRequest, guest_nodes: int | None,
+             memo: dict) -> bool:
+        if request.rdt_class is not None:
+            return True
+        if request.wants_allocation and self.state.clos_free < 1:
+            return False
+        key = (self.shape, guest_nodes)
+        asks = memo.get(key)
+        if asks is None:
+            asks = memo[key] = _asks(self.state, request, guest_nodes)
+        if asks is False:
+            return False
+        for kind, need in asks.items():
+            room = self.largest[kind]
+            if guest_nodes is None:
+                if room and room[-1] < need[0]:
+                    return False
+            else:
+                for ask, have in zip(need, room):
+                    if ask > have:
+                        return False
+        return True
+
+
+def _asks(state, request, guest_nodes):
+    """Per type, the ways each placement unit needs (desc); False: never."""
+    try:
+        if request.wants_cache and not state.cache:
+            return False
+        for node in request.nodes:
+            mb_value(node, state)
+        if not request.wants_cache:
+            return {}
+        any_id = next(iter(state.cache))
+        if guest_nodes is None:
+            return {k: (w,) for k, w in
+                    node_ways(request.nodes[0], state, any_id).items()}
+        nodes = [request.nodes[min(i, len(request.nodes) - 1)]
+                 for i in range(guest_nodes)]
+        per = [node_ways(n, state, any_id) for n in nodes]
+        return {k: tuple(sorted((p.get(k, 0) for p in per), reverse=True))
+                for k in state.cache_types}
+    except CannotHonour:
+        return False

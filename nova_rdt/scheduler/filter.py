@@ -16,6 +16,8 @@ identity of the stats dict that Nova replaces on every update).
 from __future__ import annotations
 
 from nova.scheduler import filters
+import logging as std_logging
+
 from oslo_log import log as logging
 
 from nova_rdt import hoststate
@@ -27,14 +29,16 @@ LOG = logging.getLogger(__name__)
 _CACHE_ATTR = "_nova_rdt_state"
 
 
-def host_rdt_state(host_state) -> hoststate.HostRdtState | None:
+def host_summary(host_state) -> planner.HostSummary | None:
+    """The host's published state, parsed once per host-state update."""
     stats = host_state.stats
     cached = getattr(host_state, _CACHE_ATTR, None)
     if cached is not None and cached[0] is stats:
         return cached[1]
     state = hoststate.HostRdtState.from_stats(stats)
-    setattr(host_state, _CACHE_ATTR, (stats, state))
-    return state
+    summary = planner.HostSummary.of(state) if state is not None else None
+    setattr(host_state, _CACHE_ATTR, (stats, summary))
+    return summary
 
 
 class RDTFilter(filters.BaseHostFilter):
@@ -49,15 +53,14 @@ class RDTFilter(filters.BaseHostFilter):
 
     def _request(self, spec_obj):
         """The parsed request, reused for every host of the same request."""
+        last = self._last
+        if last is not None and last[4] is spec_obj:
+            return last[3], last[1], last[5]
         flavor = spec_obj.flavor
         extra = flavor.extra_specs if "extra_specs" in flavor else None
         topo = spec_obj.numa_topology if "numa_topology" in spec_obj \
             else None
         nodes = len(topo.cells) if topo is not None else None
-        last = self._last
-        if last is not None and last[0] is extra and last[1] == nodes \
-                and last[2] == flavor.vcpus:
-            return last[3], nodes
         if not extra or not any(k.startswith(spec.PREFIX) for k in extra):
             req = None
         else:
@@ -69,21 +72,23 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.warning("RDTFilter: flavor %s has a bad spec: %s",
                             flavor.flavorid, e)
                 req = e
-        self._last = (extra, nodes, flavor.vcpus, req)
-        return req, nodes
+        # The spec object itself is kept, so identity cannot be reused.
+        self._last = (extra, nodes, flavor.vcpus, req, spec_obj, {})
+        return req, nodes, self._last[5]
 
     def host_passes(self, host_state, spec_obj):
-        req, nodes = self._request(spec_obj)
+        req, nodes, memo = self._request(spec_obj)
         if req is None:
             return True
         if isinstance(req, spec.SpecError):
             return False
-        state = host_rdt_state(host_state)
-        if state is None:
+        summary = host_summary(host_state)
+        if summary is None:
             LOG.debug("RDTFilter: %s publishes no RDT state", host_state)
             return False
-        why = planner.fits_anywhere(state, req, nodes)
-        if why is not None:
-            LOG.debug("RDTFilter: %s fails: %s", host_state, why)
+        if not summary.fits(req, nodes, memo):
+            if LOG.isEnabledFor(std_logging.DEBUG):
+                LOG.debug("RDTFilter: %s fails: %s", host_state,
+                          planner.fits_anywhere(summary.state, req, nodes))
             return False
         return True

@@ -1,0 +1,222 @@
+"""Planning, host-state stats and host preparation: pure logic, fast."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, strategies as st
+
+from nova_rdt import hoststate, hostprep, planner, spec
+from nova_rdt.emulator import topology
+from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
+from tests.kernel_fixtures import make_kernel, materialize
+
+WAY = 3407872          # gold-6252: 35.75 MiB / 11 ways
+
+
+def state(used=(0x3, 0x3), cbm_len=11, clos_free=7, cdp=False, mb=True,
+          min_ways=1):
+    cache = {}
+    for cid, u in enumerate(used):
+        kinds = hoststate.CDP_TYPES if cdp else (hoststate.BOTH,)
+        cache[cid] = hoststate.CacheIdState(
+            cid, frozenset(range(cid * 4, cid * 4 + 4)), cbm_len, WAY,
+            min_ways, {k: u for k in kinds})
+    return hoststate.HostRdtState(
+        cache=cache, cdp=cdp, clos_free=clos_free,
+        mb=hoststate.MbState("percent", 10, 10, 100, tuple(cache))
+        if mb else None,
+        monitoring=frozenset({"llc_occupancy", "mbm_total_bytes"}),
+        rmids=176)
+
+
+def req(**specs):
+    return spec.parse({f"rdt:{k}": str(v) for k, v in specs.items()},
+                      vcpus=4, numa_nodes=int(specs.pop("_nodes", 1))
+                      if "_nodes" in specs else 1)
+
+
+def test_unpinned_instance_needs_every_cache_id():
+    s = state()
+    d = planner.demand(req(l3_cache_ways=4), 4, None, s, {}, False)
+    assert d.cache == {0: {"both": 4}, 1: {"both": 4}}
+    assert planner.place(s, d) == {0: {"both": 0x3c}, 1: {"both": 0x3c}}
+
+
+def test_pinned_cell_uses_the_l3_of_its_pcpus():
+    s = state()
+    cell = planner.GuestCell(0, frozenset({0, 1}), 1,
+                             {0: frozenset({5}), 1: frozenset({6})})
+    d = planner.demand(req(l3_cache_ways=3), 2, [cell], s, {}, False)
+    assert d.cache == {1: {"both": 3}}
+
+
+def test_only_listed_vcpus_are_covered_and_placed():
+    s = state()
+    cell = planner.GuestCell(0, frozenset(range(4)), 0,
+                             {0: frozenset({0}), 1: frozenset({1}),
+                              2: frozenset({4}), 3: frozenset({5})})
+    d = planner.demand(req(l3_cache_ways=2, vcpus="2-3"), 4, [cell], s, {},
+                       True)
+    assert d.vcpus == {2, 3} and d.cache == {1: {"both": 2}} and d.monitor
+
+
+def test_size_must_be_whole_ways_and_whole_cache_is_refused():
+    s = state()
+    with pytest.raises(planner.CannotHonour, match="whole number"):
+        planner.demand(req(l3_cache_size="3MiB"), 4, None, s, {}, False)
+    d = planner.demand(req(l3_cache_size=f"{2 * WAY // 1024}KiB"), 4, None,
+                       s, {}, False)
+    assert d.cache[0] == {"both": 2}
+    with pytest.raises(planner.CannotHonour, match="whole cache"):
+        planner.demand(req(l3_cache_ways=11), 4, None, s, {}, False)
+
+
+def test_fragmented_free_ways_do_not_fit_even_if_the_total_would():
+    # root 0x3, foreign groups at ways 4, 7 and 10: free runs 2,2,2.
+    frag = 0x3 | 1 << 4 | 1 << 7 | 1 << 10
+    s = state(used=(frag, frag))
+    d = planner.demand(req(l3_cache_ways=3), 4, None, s, {}, False)
+    with pytest.raises(planner.CannotHonour,
+                       match="cache id 0: 3 needed, free runs 2, 2, 2"):
+        planner.place(s, d)
+    assert planner.fits_anywhere(s, req(l3_cache_ways=3), None)
+    assert planner.fits_anywhere(s, req(l3_cache_ways=2), None) is None
+
+
+def test_clos_exhaustion_and_capabilities():
+    assert "CLOS" in planner.fits_anywhere(state(clos_free=0),
+                                           req(l3_cache_ways=1), None)
+    assert planner.fits_anywhere(state(mb=False), req(mb_percent=50),
+                                 None) is not None
+    assert "CDP" in planner.fits_anywhere(
+        state(), req(l3_code_ways=1, l3_data_ways=1), None)
+    assert "CDP" in planner.fits_anywhere(state(cdp=True),
+                                          req(l3_cache_ways=1), None)
+    assert planner.fits_anywhere(
+        state(cdp=True), req(l3_code_ways=1, l3_data_ways=2), None) is None
+
+
+def test_mb_is_rounded_up_like_the_kernel():
+    d = planner.demand(req(mb_percent=15), 4, None, state(), {}, False)
+    assert d.mb == {0: 20, 1: 20} and d.needs_clos and not d.cache
+
+
+def test_class_members_take_no_clos_and_no_monitor():
+    d = planner.demand(req(**{"class": "low_priority"}), 4, None, state(),
+                       {}, True)
+    assert not d.needs_clos and not d.monitor
+
+
+def test_numa_guest_nodes_go_to_distinct_ids():
+    two = spec.parse({"rdt:l3_cache_ways.0": "5", "rdt:l3_cache_ways.1": "2"},
+                     4, 2)
+    s = state(used=(0x3, 0x7f))          # id 1 has 4 free ways
+    assert planner.fits_anywhere(s, two, 2) is None
+    s = state(used=(0x7f, 0x7f))
+    assert "needs 5" in planner.fits_anywhere(s, two, 2)
+
+
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=8))
+def test_claims_in_sequence_never_overlap(asks):
+    s = state()
+    taken = {0: 0, 1: 0}
+    for ways in asks:
+        d = planner.Demand(frozenset({0}), {0: {"both": ways},
+                                            1: {"both": ways}}, {}, False)
+        try:
+            masks = planner.place(s, d)
+        except planner.CannotHonour:
+            assert s.cache[0].largest_free_run("both") < ways \
+                or s.clos_free < 1
+            continue
+        for cid, per in masks.items():
+            assert per["both"] & (taken[cid] | 0x3) == 0
+            assert cbm.is_contiguous(per["both"])
+            taken[cid] |= per["both"]
+        s = s.with_allocation(masks)
+    assert s.clos_free >= 0
+
+
+def test_stats_round_trip_and_traits():
+    s = state(cdp=True)
+    back = hoststate.HostRdtState.from_stats(s.to_stats())
+    assert back == s
+    assert back.traits() == {hoststate.TRAIT_CAT, hoststate.TRAIT_CDP,
+                             hoststate.TRAIT_MBA, hoststate.TRAIT_CMT,
+                             hoststate.TRAIT_MBM}
+    assert hoststate.HostRdtState.from_stats({"rdt": "{bad"}) is None
+    assert hoststate.HostRdtState.from_stats({"rdt": '{"v": 99}'}) is None
+    assert hoststate.HostRdtState.from_stats({"uptime": "x"}) is None
+
+
+def _fs(tmp_path, profile="gold-6252"):
+    k, _, _ = make_kernel(profile)
+    return k
+
+
+def test_state_from_an_emulated_host(tmp_path):
+    k, _, _ = make_kernel("gold-6252")
+    k.mkdir("/libvirt-like")
+    root = materialize(k, str(tmp_path / "r"))
+    cpu = topology.write_tree(k.profile, str(tmp_path / "cpu"))
+    s = hoststate.from_resctrl(HostView.collect(Resctrl(root,
+                                                        sysfs_cpu=cpu)))
+    assert sorted(s.cache) == [0, 1]
+    assert s.cache[0].cbm_len == 11 and s.cache[0].way_size == WAY
+    # The root still holds every way: nothing can be allocated yet.
+    assert s.cache[0].largest_free_run("both") == 0
+    assert s.clos_free == 6
+    assert s.mb.units == "percent" and s.mb.gran == 10
+
+
+@pytest.mark.parametrize("profile,reserved,pmd,ok", [
+    ("gold-6252", 2, 0, True), ("gold-6252", 2, 3, True),
+    ("gold-6252", 11, 0, False), ("gold-6252", 6, 5, False),
+    ("e5-2658-v3", 1, 0, False),       # min_cbm_bits 2
+    ("e5-2658-v3", 4, 2, True), ("gold-6252-cdp", 2, 2, True),
+])
+def test_host_prep_plan(tmp_path, profile, reserved, pmd, ok):
+    k, _, _ = make_kernel(profile)
+    root = materialize(k, str(tmp_path / "r"))
+    cpu = topology.write_tree(k.profile, str(tmp_path / "cpu"))
+    caps = Resctrl(root, sysfs_cpu=cpu).capabilities()
+    if not ok:
+        with pytest.raises(hostprep.HostPrepError, match=r"\[rdt\]"):
+            hostprep.plan(caps, reserved, pmd)
+        return
+    layout = hostprep.plan(caps, reserved, pmd)
+    n = k.profile.l3.cbm_len
+    for res, doms in layout.root.lines.items():
+        assert set(doms.values()) == {cbm.full_mask(reserved)}
+    if pmd:
+        top = cbm.Run(n - pmd, pmd).mask
+        assert all(set(d.values()) == {top}
+                   for r, d in layout.pmd.lines.items() if r != "MB")
+    assert layout.managed_ways == n - reserved - pmd
+
+
+_ids_used = st.integers(0, (1 << 11) - 1).map(lambda m: m | 0x3)
+
+
+@given(used=st.lists(_ids_used, min_size=1, max_size=4),
+       clos=st.integers(0, 3), cdp=st.booleans(), mb=st.booleans(),
+       ways=st.integers(1, 10), mbp=st.one_of(st.none(), st.integers(1, 100)),
+       nodes=st.one_of(st.none(), st.integers(1, 3)),
+       kind=st.sampled_from(["unified", "cdp", "class", "mb"]))
+def test_fast_summary_agrees_with_the_exact_check(used, clos, cdp, mb, ways,
+                                                  mbp, nodes, kind):
+    s = state(used=tuple(used), clos_free=clos, cdp=cdp, mb=mb)
+    specs = {"unified": {"rdt:l3_cache_ways": str(ways)},
+             "cdp": {"rdt:l3_code_ways": str(ways),
+                     "rdt:l3_data_ways": str(max(ways - 1, 1))},
+             "class": {"rdt:class": "low_priority"},
+             "mb": {}}[kind]
+    if mbp is not None and kind != "class":
+        specs["rdt:mb_percent"] = str(mbp)
+    if not specs:
+        specs = {"rdt:monitor": "true"}
+    r = spec.parse(specs, 4, 1)
+    exact = planner.fits_anywhere(s, r, nodes) is None
+    assert planner.HostSummary.of(s).fits(r, nodes, {}) == exact
