@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# libvirt-daemon brings /usr/share/libvirt/schemas, against which the
+# Nova functional tests validate the domain XML the driver writes.
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
-          mount)
+          mount libvirt-daemon libvirt-clients)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
@@ -28,12 +30,21 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.nova-rdt-installed
-if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] \
-        || [ requirements.txt -nt "$stamp" ] \
-        || [ test-requirements.txt -nt "$stamp" ]; then
+deps_stamp=.venv/.nova-rdt-deps
+if [ ! -f "$deps_stamp" ] || [ setup.cfg -nt "$deps_stamp" ] \
+        || [ requirements.txt -nt "$deps_stamp" ] \
+        || [ test-requirements.txt -nt "$deps_stamp" ]; then
     echo "setup-host: installing Python packages into .venv"
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt
-    .venv/bin/pip install -q -e .
+    touch "$deps_stamp"
+    rm -f "$stamp"
+fi
+# A regular (not editable) install: the nova.virt.rdt shim must land inside
+# Nova's package, which editable finders cannot do.  Re-install whenever a
+# source file is newer than the last install.
+if [ ! -f "$stamp" ] || [ -n "$(find nova_rdt nova tempest_plugin \
+        libvirt_hooks etc -newer "$stamp" -print -quit 2>/dev/null)" ]; then
+    .venv/bin/pip install -q --no-deps .
     touch "$stamp"
 fi
