@@ -187,7 +187,7 @@ def from_resctrl(view, cache_cpus: Mapping[int, frozenset[int]] | None = None,
                      ids=tuple(bw.domain_ids))
     ctrl_groups = sum(1 for g in view.groups
                       if g.kind == "ctrl" and g.name != "/")
-    mon = caps.monitoring.get("L3")
+    mon = caps.monitoring.get("L3_MON") or caps.monitoring.get("L3")
     return HostRdtState(
         cache=cache, cdp=cdp,
         clos_free=max(caps.usable_clos - ctrl_groups, 0),
