@@ -296,3 +296,26 @@ class TestMoves(base.RdtMigrationTestBase, RdtNovaTestBase):
             self.defined_xmls("rdt1", self.server["id"])[0].encode())
         spawn.replace(spawn.find("cputune"), dom.find("cputune"))
         self.relaxng_validate(etree.tostring(spawn))
+
+
+class TestEvacuate(RdtNovaTestBase):
+
+    def test_evacuate_rebuilds_the_elements_on_the_new_host(self):
+        self.start_rdt_compute("rdt1")
+        server = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2",
+                                          "rdt:vcpus": "1"}), host="rdt1")
+        self.start_rdt_compute("rdt2")
+        self.computes["rdt1"].stop()
+        svc = self.admin_api.get_services(host="rdt1",
+                                          binary="nova-compute")[0]
+        self.admin_api.put_service(svc["id"], {"forced_down": True})
+        # Since 2.95 an evacuated instance arrives stopped, but its domain
+        # is built (and defined) on the new host all the same.
+        server = self._evacuate_server(server, expected_host="rdt2",
+                                       expected_state="SHUTOFF")
+        dom = self.tunes(server["id"], "rdt2")
+        self.assertEqual("1", dom.find("cputune/cachetune").get("vcpus"))
+        self.assertEqual([("0", "both", str(2 * WAY_KIB), "KiB"),
+                          ("1", "both", str(2 * WAY_KIB), "KiB")],
+                         self.caches(dom))
+        self.relaxng_validate(self.domain_xml(server["id"], "rdt2"))
