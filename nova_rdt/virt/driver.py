@@ -168,11 +168,15 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
                 instance_uuid=instance.uuid,
                 reason=f"invalid flavor extra spec {e.key}: {e.reason}")
 
+    @staticmethod
+    def _rdt_monitor_default(request) -> bool:
+        """[rdt] monitor_default for an instance without rdt:monitor."""
+        return {"none": False, "all": True,
+                "rdt": request is not None}[CONF.rdt.monitor_default]
+
     def _rdt_extend_guest(self, guest, instance):
         request = self._rdt_request(instance)
-        monitor_default = {"none": False, "all": True,
-                           "rdt": request is not None
-                           }[CONF.rdt.monitor_default]
+        monitor_default = self._rdt_monitor_default(request)
         if request is None and not monitor_default:
             self._rdt_claims.release(instance.uuid)
             return
@@ -236,8 +240,11 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
 
     def _cleanup_resize(self, context, instance, network_info):
         super()._cleanup_resize(context, instance, network_info)
-        # On a resize to the same host the new domain keeps its claim.
-        if instance.host != CONF.host:
+        # On a resize to the same host the new domain is still defined
+        # here and keeps its claim; otherwise the old one is gone.
+        try:
+            self._host.get_guest(instance)
+        except exception.InstanceNotFound:
             self._rdt_claims.release(instance.uuid)
 
     # -- live migration ------------------------------------------------
@@ -262,7 +269,7 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
                 request, instance.flavor.vcpus,
                 guest_rdt.instance_cells(claim.claimed_numa_topology),
                 state, self._rdt_host_cells(),
-                CONF.rdt.monitor_default != "none")
+                self._rdt_monitor_default(request))
             self._rdt_claims.claim(instance.uuid, instance.name, d, state,
                                    allocated)
         except planner.CannotHonour as e:
@@ -298,7 +305,7 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
         node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
             context, dest)
         state = hoststate.HostRdtState.from_stats(node.stats)
-        if request is None and CONF.rdt.monitor_default != "all":
+        if request is None and not self._rdt_monitor_default(None):
             return xml
         if state is None:
             LOG.warning("nova-rdt: %s publishes no RDT state; migrating "
@@ -314,9 +321,7 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
         d = planner.demand(
             request or spec.RdtRequest((spec.NodeRequest(),), None, None),
             instance.flavor.vcpus, guest_rdt.instance_cells(topology),
-            state, host_cells,
-            CONF.rdt.monitor_default == "all" or (
-                request is not None and CONF.rdt.monitor_default == "rdt"))
+            state, host_cells, self._rdt_monitor_default(request))
         caches, mems = guest_rdt.tunes(d, state)
         LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
                  dict(d.cache), dict(d.mb), instance=instance)

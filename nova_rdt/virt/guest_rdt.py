@@ -75,10 +75,10 @@ def tunes(d: planner.Demand, state: hoststate.HostRdtState
             ct.monitors.append(
                 rdt_config.LibvirtConfigGuestRdtMonitor(d.vcpus, level=3))
         caches.append(ct)
-    mb_percent = {i: v for i, v in d.mb.items()}
-    if mb_percent and state.mb and state.mb.units == "percent":
+    # libvirt 9.0 takes percent only; MBps values travel in the metadata.
+    if d.mb and state.mb and state.mb.units == "percent":
         mt = rdt_config.LibvirtConfigGuestRdtMemoryTune(d.vcpus)
-        for mid, value in sorted(mb_percent.items()):
+        for mid, value in sorted(d.mb.items()):
             mt.nodes.append(
                 rdt_config.LibvirtConfigGuestMemoryTuneNode(mid, value))
         mems.append(mt)
