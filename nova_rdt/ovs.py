@@ -1,0 +1,167 @@
+"""Find OVS-DPDK's PMD threads: which cores, which thread ids.
+
+The PMD COS needs the cores and threads that really poll.  Three sources
+agree only when OVS has settled, so each is read and they are joined:
+
+* OVSDB ``other_config:pmd-cpu-mask``: what the operator asked for;
+* ``ovs-appctl dpif-netdev/pmd-rxq-show``: the PMDs that exist (OVS
+  creates none until a port of a netdev bridge has a queue);
+* ``/proc/<ovs-vswitchd>/task/*``: the threads, named ``pmd-cNN/id:M``.
+
+Threads a PMD starts inherit its name, so a thread only counts when its
+affinity is exactly its core too.  Thread ids change whenever the mask
+does: callers that place threads must re-run discovery then.
+
+Parsing is pure; :class:`OvsClient` does the I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+
+from nova_rdt.resctrl.capabilities import parse_cpu_list
+
+DEFAULT_DB = "unix:/var/run/openvswitch/db.sock"
+DEFAULT_VSWITCHD_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
+
+_RXQ_PMD = re.compile(r"^pmd thread numa_id (\d+) core_id (\d+):", re.M)
+_PMD_COMM = re.compile(r"^pmd-c(\d+)/id:(\d+)$")
+
+
+class OvsError(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class PmdThread:
+    core: int
+    tid: int
+    name: str
+    numa: int | None = None
+
+
+def parse_cpu_mask(text: str) -> set[int]:
+    """OVSDB's ``pmd-cpu-mask`` ("0x6", "6", or quoted) -> cores."""
+    value = text.strip().strip('"').strip()
+    if not value:
+        return set()
+    try:
+        bits = int(value, 16)
+    except ValueError:
+        raise OvsError(f"pmd-cpu-mask {text.strip()!r} is not hexadecimal")
+    return {i for i in range(bits.bit_length()) if bits >> i & 1}
+
+
+def parse_pmd_rxq_show(text: str) -> dict[int, int]:
+    """``pmd-rxq-show`` output -> {core_id: numa_id} of existing PMDs."""
+    return {int(core): int(numa) for numa, core in _RXQ_PMD.findall(text)}
+
+
+def parse_pmd_comm(comm: str) -> int | None:
+    """The core in a PMD thread name ``pmd-c01/id:8``, else None."""
+    m = _PMD_COMM.match(comm.strip())
+    return int(m.group(1)) if m else None
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _allowed_cpus(status: str) -> set[int] | None:
+    for line in status.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpu_list(line.split(":", 1)[1])
+    return None
+
+
+def pmd_threads_of(pid: int, cores: dict[int, int | None],
+                   proc_root: str = "/proc") -> list[PmdThread]:
+    """The threads of process ``pid`` that are PMDs on ``cores``."""
+    task_dir = os.path.join(proc_root, str(pid), "task")
+    try:
+        tids = os.listdir(task_dir)
+    except OSError as e:
+        raise OvsError(f"cannot list the threads of ovs-vswitchd "
+                       f"(pid {pid}): {e.strerror}") from e
+    found = []
+    for tid in tids:
+        try:
+            comm = _read(os.path.join(task_dir, tid, "comm")).strip()
+            status = _read(os.path.join(task_dir, tid, "status"))
+        except OSError:
+            continue  # the thread ended while we looked
+        core = parse_pmd_comm(comm)
+        if core is None or core not in cores:
+            continue
+        if _allowed_cpus(status) != {core}:
+            continue
+        found.append(PmdThread(core, int(tid), comm, cores[core]))
+    return sorted(found)
+
+
+class OvsClient:
+    """Reads OVS state through its own tools, as an operator would."""
+
+    def __init__(self, db: str = DEFAULT_DB,
+                 vswitchd_pidfile: str = DEFAULT_VSWITCHD_PIDFILE,
+                 appctl_target: str | None = None, timeout: float = 10.0):
+        self.db = db
+        self.pidfile = vswitchd_pidfile
+        # By name, ovs-appctl finds the daemon's socket in OVS's rundir.
+        self.target = appctl_target or "ovs-vswitchd"
+        self.timeout = timeout
+
+    def _run(self, argv: list[str]) -> str:
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True,
+                                 timeout=self.timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise OvsError(f"{argv[0]}: {e}") from e
+        if res.returncode != 0:
+            raise OvsError(f"{' '.join(argv)}: "
+                           f"{(res.stderr or res.stdout).strip()}")
+        return res.stdout
+
+    def vsctl(self, *args: str) -> str:
+        return self._run(["ovs-vsctl", f"--db={self.db}",
+                          f"--timeout={int(self.timeout)}", *args])
+
+    def appctl(self, *args: str) -> str:
+        return self._run(["ovs-appctl", "-t", self.target, *args])
+
+    def vswitchd_pid_or_none(self) -> int | None:
+        try:
+            return int(_read(self.pidfile).strip())
+        except (OSError, ValueError):
+            return None
+
+    def vswitchd_pid(self) -> int:
+        pid = self.vswitchd_pid_or_none()
+        if pid is None:
+            raise OvsError(f"ovs-vswitchd is not running (no pid in "
+                           f"{self.pidfile})")
+        return pid
+
+    def pmd_cpu_mask(self) -> set[int]:
+        return parse_cpu_mask(self.vsctl(
+            "--if-exists", "get", "Open_vSwitch", ".",
+            "other_config:pmd-cpu-mask"))
+
+    def pmd_cores(self) -> dict[int, int]:
+        return parse_pmd_rxq_show(self.appctl("dpif-netdev/pmd-rxq-show"))
+
+    def pmd_threads(self, proc_root: str = "/proc") -> list[PmdThread]:
+        """The PMD threads polling now, restricted to the configured mask.
+
+        With no mask set OVS picks cores itself; then every PMD it made
+        counts.
+        """
+        mask = self.pmd_cpu_mask()
+        cores = self.pmd_cores()
+        if mask:
+            cores = {c: n for c, n in cores.items() if c in mask}
+        return pmd_threads_of(self.vswitchd_pid(), cores, proc_root)
