@@ -5,9 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libvirt-daemon brings /usr/share/libvirt/schemas, against which the
-# Nova functional tests validate the domain XML the driver writes.
+# Nova functional tests validate the domain XML the driver writes.  The
+# Host lab (nova_rdt.lab) runs libvirtd with QEMU, OVS-DPDK and testpmd
+# (dpdk-dev) for real.
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
-          mount libvirt-daemon libvirt-clients)
+          mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
+          libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
@@ -20,6 +23,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     echo "setup-host: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # The lab starts its own daemons in a temp dir: keep the packages'
+    # init scripts from starting host-wide ones (and from failing the
+    # install where there is no init system).
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy"
+        chmod +x "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

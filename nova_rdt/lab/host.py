@@ -63,6 +63,7 @@ class Lab:
                  libvirt: bool = True, ovs: bool = True,
                  pmd_cpu_mask: int = 0x2,
                  libvirt_cache_dir: str | None = None,
+                 failure_log_dir: str | None = None,
                  log=None):
         if resctrl not in ("emulated", "real", "auto"):
             raise ValueError(f"resctrl must be emulated, real or auto, "
@@ -74,6 +75,8 @@ class Lab:
             prefix=f"nova-rdt-lab-{self.id}-")
         os.makedirs(self.base, exist_ok=True)
         self.log_dir = os.path.join(self.base, "logs")
+        self.failure_log_dir = failure_log_dir or os.path.join(
+            tempfile.gettempdir(), "nova-rdt-lab-logs")
         self.sup = Supervisor(self.log_dir)
         self._say = log or (lambda msg: None)
         self.timings: dict[str, float] = {}
@@ -164,45 +167,62 @@ class Lab:
             self.traffic = TrafficNamespace(f"nova-rdt-lab-{self.id}",
                                             f"nrl{self.id}")
             self.traffic.start()
+        t0 = time.monotonic()
         host, inner = self.traffic.add_veth()
         port = f"p{len(self.traffic.pairs) - 1}"
         self.ovs.add_af_packet_port(port, host)
+        self.timings["traffic ports"] = (self.timings.get("traffic ports", 0)
+                                         + time.monotonic() - t0)
         return port, inner
 
     def start_vnf(self, cpu: int = 0) -> tuple[str, ovsdpdk.TestPmd]:
         """testpmd forwarding behind a new dpdkvhostuserclient port."""
+        t0 = time.monotonic()
         port = f"vhu{len(self.vnfs)}"
         sock = self.ovs.add_vhostuser_client_port(port)
         vnf = ovsdpdk.TestPmd(self.base, self.sup, sock, cpu=cpu,
                               file_prefix=f"nova-rdt-lab-{self.id}-vnf"
                                           f"{len(self.vnfs)}")
         self.vnfs.append(vnf)
-        self._timed(f"vnf{len(self.vnfs) - 1}", vnf.start, self.ns)
+        vnf.start(self.ns)
         deadline = time.monotonic() + 15
         while self.ovs.link_state(port) != "up":
             if time.monotonic() > deadline:
                 raise LabError(f"vhost-user port {port} did not come up; "
                                f"testpmd log:\n{vnf.proc.log_tail()}")
-            time.sleep(0.1)
+            time.sleep(0.05)
+        self.timings[f"vnf{len(self.vnfs) - 1}"] = time.monotonic() - t0
         return port, vnf
 
     def start(self, traffic_ports: int = 0, vnf: bool = False) -> Lab:
-        """Every step this lab was made with; stops again on failure."""
+        """Every step this lab was made with.
+
+        On failure everything started so far is stopped, the logs are
+        kept in ``failure_log_dir`` and a :class:`LabError` names the
+        step that failed.
+        """
+        steps = [("mounting resctrl", self.start_resctrl),
+                 ("building the mount namespace", self.start_namespace)]
+        if self.libvirt:
+            steps.append(("starting libvirtd", self.start_libvirt))
+        if self.ovs:
+            steps.append(("starting OVS-DPDK", self.start_ovs))
+            steps += [(f"adding traffic port p{i}", self.add_traffic_port)
+                      for i in range(traffic_ports)]
+            if vnf:
+                steps.append(("starting the testpmd VNF", self.start_vnf))
         t0 = time.monotonic()
-        try:
-            self.start_resctrl()
-            self.start_namespace()
-            if self.libvirt:
-                self.start_libvirt()
-            if self.ovs:
-                self.start_ovs()
-                for _ in range(traffic_ports):
-                    self.add_traffic_port()
-                if vnf:
-                    self.start_vnf()
-        except BaseException:
-            self.stop()
-            raise
+        for what, step in steps:
+            try:
+                step()
+            except BaseException as e:
+                kept = self.keep_logs(os.path.join(self.failure_log_dir,
+                                                   f"lab-{self.id}"))
+                self.stop()
+                if not isinstance(e, Exception):
+                    raise  # Ctrl-C: stopped cleanly, nothing to explain
+                raise LabError(f"lab start failed while {what}: {e} "
+                               f"(logs kept in {kept})") from e
         self.timings["start"] = time.monotonic() - t0
         return self
 

@@ -1,0 +1,71 @@
+"""Fixtures for tests on the Host lab (real libvirtd, QEMU, OVS-DPDK).
+
+Labs are module-scoped: starting libvirtd costs seconds (QEMU's
+capability probe), and each module's tests undo what they change.  The
+probe result is shared by every lab in the session through one cache
+directory.  When a test fails, the logs of every running lab are printed
+with the failure and copied to ``$NOVA_RDT_LAB_LOGS`` (default
+``/tmp/nova-rdt-lab-logs``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from nova_rdt.emulator import mount as emulator_mount
+from nova_rdt.lab import Lab
+from nova_rdt.lab import libvirtd
+from nova_rdt.lab import ovsdpdk
+
+_ACTIVE_LABS: list[Lab] = []
+KEPT_LOGS = os.environ.get("NOVA_RDT_LAB_LOGS", "/tmp/nova-rdt-lab-logs")
+
+
+def lab_skip_reason(libvirt: bool = False, ovs: bool = False,
+                    vnf: bool = False) -> str | None:
+    if os.geteuid() != 0:
+        return "the Host lab needs root (mount namespaces, libvirtd, OVS)"
+    reasons = [emulator_mount.fuse_unavailable_reason()]
+    if libvirt:
+        reasons.append(libvirtd.libvirt_unavailable_reason())
+    if ovs:
+        reasons.append(ovsdpdk.ovs_dpdk_unavailable_reason())
+    if vnf:
+        reasons.append(ovsdpdk.testpmd_unavailable_reason())
+    reasons = [r for r in reasons if r]
+    return "; ".join(reasons) if reasons else None
+
+
+@pytest.fixture(scope="session")
+def libvirt_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("libvirt-cache"))
+
+
+def start_lab(**kw) -> Lab:
+    lab = Lab(**kw)
+    _ACTIVE_LABS.append(lab)
+    return lab
+
+
+def finish_lab(lab: Lab) -> None:
+    lab.stop()
+    _ACTIVE_LABS.remove(lab)
+    leaks = lab.leaks()
+    assert not leaks, f"the lab leaked: {leaks}"
+    assert not lab.swept, f"teardown had to kill: {lab.swept}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or not _ACTIVE_LABS:
+        return
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    for i, lab in enumerate(_ACTIVE_LABS):
+        kept = lab.keep_logs(os.path.join(KEPT_LOGS, safe, f"lab{i}"))
+        rep.sections.append(
+            (f"lab {lab.id} logs (kept in {kept})", lab.log_report()))
