@@ -71,6 +71,63 @@ def cmd_emulate(args) -> int:
         emu.stop()
 
 
+def _settings(args):
+    """Hook settings from --settings (JSON) or --config-file (oslo)."""
+    from nova_rdt.hook.settings import HookSettings
+
+    if args.settings:
+        return HookSettings.load(args.settings)
+    from oslo_config import cfg
+
+    from nova_rdt import conf as conf_mod
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf.register_opt(cfg.StrOpt("log_file"))
+    conf([], project="nova-rdt", default_config_files=args.config_file
+         or None, validate_default_values=True)
+    return HookSettings.from_conf(conf)
+
+
+def _add_settings_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config-file", action="append",
+                   help="nova-rdt.conf (or nova.conf) with the [rdt] "
+                        "options; repeatable")
+    p.add_argument("--settings",
+                   help="a hook settings JSON (as written by "
+                        "'nova-rdt hook install') instead of --config-file")
+
+
+def cmd_hook_install(args) -> int:
+    from nova_rdt.hook import install
+
+    settings = _settings(args)
+    path = install.install(settings, hooks_dir=args.hooks_dir,
+                           settings_path=args.settings_path,
+                           python=args.python)
+    print(f"installed {path} (settings {args.settings_path}); restart "
+          f"libvirtd if this is the first install")
+    return 0
+
+
+def cmd_pmd_sync(args) -> int:
+    from nova_rdt.hook.agent import Agent
+
+    print(Agent(_settings(args)).sync_pmd())
+    return 0
+
+
+def cmd_reconcile(args) -> int:
+    import dataclasses
+
+    from nova_rdt.hook.agent import Agent
+
+    report = Agent(_settings(args)).reconcile()
+    json.dump(dataclasses.asdict(report), sys.stdout, indent=2,
+              sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nova-rdt",
@@ -101,6 +158,32 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--list-profiles", action="store_true")
     emu.add_argument("command", nargs=argparse.REMAINDER)
     emu.set_defaults(func=cmd_emulate)
+
+    hook = sub.add_parser("hook", help="the libvirt hook")
+    hook_sub = hook.add_subparsers(dest="hook_cmd", required=True)
+    inst = hook_sub.add_parser(
+        "install", help="write the hook shim and its resolved settings")
+    _add_settings_args(inst)
+    inst.add_argument("--hooks-dir", default="/etc/libvirt/hooks")
+    inst.add_argument("--settings-path", default="/etc/nova-rdt/hook.json")
+    inst.add_argument("--python", default=sys.executable,
+                      help="interpreter with nova_rdt (default: this one)")
+    inst.set_defaults(func=cmd_hook_install)
+
+    pmd = sub.add_parser("pmd", help="the OVS-DPDK PMD COS")
+    pmd_sub = pmd.add_subparsers(dest="pmd_cmd", required=True)
+    sync = pmd_sub.add_parser(
+        "sync", help="re-derive the PMD group from scratch: base ways, "
+                     "sharing instances, PMD cores from OVS")
+    _add_settings_args(sync)
+    sync.set_defaults(func=cmd_pmd_sync)
+
+    rec = sub.add_parser(
+        "reconcile", help="remove groups of domains that are gone, re-add "
+                          "running instances to their classes, resync the "
+                          "PMD COS; never touches foreign groups")
+    _add_settings_args(rec)
+    rec.set_defaults(func=cmd_reconcile)
     return parser
 
 

@@ -69,10 +69,48 @@ host_opts = [
 ]
 
 
+# The libvirt hook, the PMD COS and the class groups (nova-rdt hook,
+# nova-rdt pmd sync, nova-rdt reconcile).
+hook_opts = [
+    cfg.MultiStrOpt("classes", default=[],
+                    help="A shared class group that instances with "
+                         "rdt:class=NAME join, as NAME:l3_ways=N[,mb=P]: N "
+                         "ways on every cache id and P percent MB (MBps on "
+                         "an mba_MBps mount) on every node.  Repeat the "
+                         "option for more classes.  All members of a class "
+                         "cost one CLOS together."),
+    cfg.BoolOpt("pmd_cos", default=False,
+                help="Keep the OVS-DPDK PMD cores in a group whose ways are "
+                     "pmd_shared_ways joined with the ways of running "
+                     "instances with rdt:pmd_share=true (ONP Table 3-1)."),
+    cfg.StrOpt("ovsdb_connection",
+               default="unix:/var/run/openvswitch/db.sock",
+               help="OVSDB to read other_config:pmd-cpu-mask from."),
+    cfg.StrOpt("ovs_vswitchd_pidfile",
+               default="/var/run/openvswitch/ovs-vswitchd.pid",
+               help="ovs-vswitchd's pidfile, to find its PMD threads."),
+    cfg.StrOpt("ovs_vswitchd_target", default="ovs-vswitchd",
+               help="ovs-appctl -t target of ovs-vswitchd: a name in "
+                    "OVS's run directory or a control socket path."),
+    cfg.StrOpt("state_path", default="/var/lib/nova-rdt",
+               help="Where the hook records the running instances it "
+                    "manages (one small JSON file each)."),
+    cfg.StrOpt("libvirt_qemu_run_dir", default="/run/libvirt/qemu",
+               help="Where libvirt keeps QEMU pidfiles (<name>.pid)."),
+    cfg.BoolOpt("hook_strict", default=False,
+                help="Make a domain start fail when the hook cannot apply "
+                     "isolation (class group, PMD COS).  By default the "
+                     "hook logs the failure and lets the domain start."),
+    cfg.FloatOpt("hook_timeout", default=10.0, min=0.5,
+                 help="Seconds the hook may take before it gives up (and "
+                      "lets the start go on, unless hook_strict)."),
+]
+
+
 def register_opts(conf) -> None:
     conf.register_group(rdt_group)
-    conf.register_opts(resctrl_opts + host_opts, group=rdt_group)
+    conf.register_opts(resctrl_opts + host_opts + hook_opts, group=rdt_group)
 
 
 def list_opts():
-    return [(rdt_group, resctrl_opts + host_opts)]
+    return [(rdt_group, resctrl_opts + host_opts + hook_opts)]

@@ -64,6 +64,7 @@ class Lab:
                  pmd_cpu_mask: int = 0x2,
                  libvirt_cache_dir: str | None = None,
                  failure_log_dir: str | None = None,
+                 hook: dict | None = None,
                  log=None):
         if resctrl not in ("emulated", "real", "auto"):
             raise ValueError(f"resctrl must be emulated, real or auto, "
@@ -90,6 +91,12 @@ class Lab:
             os.path.join(self.base, "ovs"), self.sup,
             pmd_cpu_mask=pmd_cpu_mask,
             file_prefix=f"nova-rdt-lab-{self.id}") if ovs else None)
+        # The nova-rdt libvirt hook: installed before libvirtd starts
+        # (libvirtd looks for hooks only then), with HookSettings
+        # overrides from ``hook`` and the lab's own paths.
+        self.hook_overrides = hook
+        self.hook_settings_path = os.path.join(self.base, "hook.json")
+        self.state_path = os.path.join(self.base, "state")
         self.traffic: TrafficNamespace | None = None
         self.vnfs: list[ovsdpdk.TestPmd] = []
         self.resctrl_root: str | None = None
@@ -144,9 +151,42 @@ class Lab:
                     topology_profile=self.profile.name if self.emulated
                     else None)
 
+    def hook_settings(self, host_view: bool = False):
+        """The hook's settings; ``host_view`` gives the paths as seen from
+        outside the lab namespace (for running the agent from a test)."""
+        from nova_rdt.hook.settings import HookSettings
+
+        values = dict(self.hook_overrides or {})
+        values.setdefault("state_path", self.state_path)
+        values.setdefault("log_file", os.path.join(self.log_dir, "hook.log"))
+        if self.ovs:
+            values.setdefault("ovsdb_connection", f"unix:{self.ovs.db_sock}")
+            values.setdefault("ovs_vswitchd_pidfile",
+                              self.ovs.vswitchd_pidfile)
+            values.setdefault("ovs_vswitchd_target", self.ovs.vswitchd_ctl)
+        if "classes" in values:
+            values["classes"] = tuple(values["classes"])
+        if host_view:
+            values["resctrl_root"] = self.resctrl_root
+            values["sysfs_cpu_root"] = self.sysfs_cpu_root
+            values["libvirt_qemu_run_dir"] = os.path.join(
+                self.libvirt.dirs["run"], "qemu")
+        return HookSettings(**values)
+
+    def agent(self):
+        """The host agent (pmd sync, reconcile) run from outside the lab."""
+        from nova_rdt.hook.agent import Agent
+        return Agent(self.hook_settings(host_view=True))
+
     def start_libvirt(self) -> None:
         if not self.libvirt:
             raise LabError("this lab was made with libvirt=False")
+        if self.hook_overrides is not None:
+            from nova_rdt.hook import install
+            os.makedirs(self.log_dir, exist_ok=True)
+            install.install(self.hook_settings(),
+                            hooks_dir=self.libvirt.hooks_dir,
+                            settings_path=self.hook_settings_path)
         self._timed("libvirtd", self.libvirt.start, self.ns)
         self._say(f"libvirtd up ({self.libvirt.domain_type} guests) "
                   f"in {self.timings['libvirtd']:.1f}s")

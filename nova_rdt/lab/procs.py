@@ -16,32 +16,12 @@ import subprocess
 import time
 
 
+from nova_rdt.procinfo import is_running
+from nova_rdt.procinfo import proc_start_time
+
+
 class LabError(RuntimeError):
     """A lab component could not be started or stopped."""
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (start time in clock ticks)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after it.
-    return int(stat.rpartition(")")[2].split()[19])
-
-
-def is_running(pid: int, start_time: int | None) -> bool:
-    """True while that very process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    fields = stat.rpartition(")")[2].split()
-    if fields[0] == "Z":
-        return False
-    return start_time is None or int(fields[19]) == start_time
 
 
 @dataclasses.dataclass

@@ -292,9 +292,15 @@ class Resctrl:
                                   errors.ResctrlError) from e
         return g
 
-    def delete_group(self, g: Group, missing_ok: bool = False) -> None:
-        """rmdir one of our groups; its tasks and CPUs go back to the parent."""
-        self._require_owned(g)
+    def delete_group(self, g: Group, missing_ok: bool = False,
+                     allow_libvirt: bool = False) -> None:
+        """rmdir one of our groups; its tasks and CPUs go back to the parent.
+
+        ``allow_libvirt`` lets reconciliation remove a group libvirt made
+        for a managed domain that is gone (libvirt cannot, once dead).
+        """
+        if not (allow_libvirt and g.owner == OWNER_LIBVIRT):
+            self._require_owned(g)
         with self.locked():
             try:
                 os.rmdir(g.path)

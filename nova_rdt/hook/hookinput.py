@@ -1,0 +1,155 @@
+"""libvirt's hook input, read as hostile.
+
+libvirt runs ``/etc/libvirt/hooks/qemu NAME OPERATION SUB-OPERATION EXTRA``
+as root with the domain XML on stdin.  A tenant chooses none of it
+directly, but domain names and XML pass through many hands, so nothing
+here trusts them: the XML parser resolves no entities and loads no DTD,
+its size is bounded, the name must be a single safe path component and
+match the XML, the uuid must be a uuid, and only domains carrying
+nova-rdt's metadata are acted on.  Pure: no I/O beyond the bytes given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid as uuid_mod
+
+from lxml import etree
+
+from nova_rdt import rdtclass
+
+NOVA_RDT_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
+NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+MAX_XML_BYTES = 4 * 1024 * 1024
+MAX_NAME = 200
+
+# Operations acted on; libvirt has others (start, stopped, attach...).
+HANDLED = ("prepare", "started", "release", "migrate", "restore",
+           "reconnect")
+
+
+class HookInputError(ValueError):
+    """The input is malformed or unsafe; never acted on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Managed:
+    """nova-rdt's metadata of one domain."""
+
+    vcpus: frozenset[int]
+    pmd_share: bool
+    rdt_class: str | None
+    monitor: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class HookEvent:
+    operation: str
+    sub_operation: str
+    name: str
+    uuid: str
+    managed: Managed | None       # None: not nova-rdt's, ignore
+    instance_name: str | None = None    # Nova's display name, for logs
+
+
+def safe_name(name: str) -> str:
+    """The domain name, if it can be used as one path component."""
+    if not name or len(name) > MAX_NAME:
+        raise HookInputError(f"domain name of length {len(name)} refused")
+    if name in (".", "..") or any(c in name for c in "/\0") \
+            or not name.isprintable():
+        raise HookInputError(f"unsafe domain name {name!r} refused")
+    return name
+
+
+def _cpuset(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise HookInputError(f"bad vCPU list {text!r}")
+        a, b = int(lo), int(hi or lo)
+        if b < a or b > 4095:
+            raise HookInputError(f"bad vCPU range {part!r}")
+        out.update(range(a, b + 1))
+    return frozenset(out)
+
+
+def _bool(text: str | None, what: str) -> bool:
+    if text in (None, "false"):
+        return False
+    if text == "true":
+        return True
+    raise HookInputError(f"nova-rdt metadata {what}={text!r} is not "
+                         f"true or false")
+
+
+def _parse_xml(data: bytes):
+    if len(data) > MAX_XML_BYTES:
+        raise HookInputError(f"domain XML of {len(data)} bytes refused "
+                             f"(limit {MAX_XML_BYTES})")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True,
+                             load_dtd=False, dtd_validation=False,
+                             huge_tree=False, remove_pis=True)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as e:
+        raise HookInputError(f"domain XML does not parse: {e}") from None
+    if root.getroottree().docinfo.internalDTD is not None \
+            or root.getroottree().docinfo.doctype:
+        raise HookInputError("domain XML with a DOCTYPE refused")
+    return root
+
+
+def parse_managed(meta) -> Managed:
+    version = meta.get("version")
+    if version != "1":
+        raise HookInputError(f"nova-rdt metadata version {version!r} is "
+                             f"not understood by this hook")
+
+    def text(tag):
+        e = meta.find(f"{{{NOVA_RDT_NS}}}{tag}")
+        return e.text.strip() if e is not None and e.text else None
+
+    rdt_class = text("class")
+    if rdt_class is not None and not rdtclass.NAME_RE.match(rdt_class):
+        raise HookInputError(f"nova-rdt metadata class {rdt_class!r} "
+                             f"refused")
+    return Managed(vcpus=_cpuset(text("vcpus") or ""),
+                   pmd_share=_bool(text("pmd-share"), "pmd-share"),
+                   rdt_class=rdt_class,
+                   monitor=_bool(text("monitor"), "monitor"))
+
+
+def parse(argv: list[str], stdin: bytes) -> HookEvent | None:
+    """The event, or None when the operation is not one we act on."""
+    if len(argv) < 2:
+        raise HookInputError("expected NAME OPERATION [SUB-OPERATION "
+                             "[EXTRA]] as arguments")
+    name, operation = argv[0], argv[1]
+    sub_operation = argv[2] if len(argv) > 2 else "-"
+    if operation not in HANDLED:
+        return None
+    name = safe_name(name)
+    root = _parse_xml(stdin)
+    if root.tag != "domain":
+        raise HookInputError(f"expected a <domain>, got <{root.tag}>")
+    xml_name = root.findtext("name")
+    if xml_name != name:
+        raise HookInputError(f"domain name {name!r} does not match the "
+                             f"XML's {xml_name!r}")
+    raw_uuid = (root.findtext("uuid") or "").strip()
+    try:
+        uuid = str(uuid_mod.UUID(raw_uuid))
+    except ValueError:
+        raise HookInputError(f"domain uuid {raw_uuid!r} is not a "
+                             f"uuid") from None
+    meta = root.find(f"metadata/{{{NOVA_RDT_NS}}}instance")
+    managed = parse_managed(meta) if meta is not None else None
+    nova_name = root.findtext(f"metadata/{{{NOVA_NS}}}instance/"
+                              f"{{{NOVA_NS}}}name")
+    return HookEvent(operation, sub_operation, name, uuid, managed,
+                     nova_name)

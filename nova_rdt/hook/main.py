@@ -1,0 +1,104 @@
+"""Entry point of the libvirt hook: ``python -m nova_rdt.hook.main``.
+
+The ``libvirt_hooks/qemu`` shim execs this with ``--settings FILE`` and
+libvirt's arguments; the domain XML is on stdin.  It must never call the
+libvirt API (libvirtd holds the domain's lock while hooks run), must
+finish within ``hook_timeout``, and by default must never make a domain
+start fail: it logs and exits 0.  In strict mode (``hook_strict``) a
+failure to isolate a managed domain exits 1, which makes libvirt abort
+the start (on ``prepare``) or report the error.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+LOG = logging.getLogger("nova_rdt.hook")
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _setup_logging(log_file: str | None) -> None:
+    handler: logging.Handler
+    try:
+        handler = (logging.FileHandler(log_file) if log_file
+                   else logging.StreamHandler(sys.stderr))
+    except OSError:
+        handler = logging.StreamHandler(sys.stderr)
+    # The same shape as oslo.log's default line, so operators grep alike.
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(process)d %(levelname)s %(name)s "
+        "%(message)s", "%Y-%m-%d %H:%M:%S"))
+    root = logging.getLogger("nova_rdt")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def run(argv: list[str], stdin: bytes) -> int:
+    from nova_rdt.hook import hookinput
+    from nova_rdt.hook.settings import HookSettings
+
+    settings_path = None
+    if argv[:1] == ["--settings"] and len(argv) >= 2:
+        settings_path, argv = argv[1], argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    try:
+        settings = (HookSettings.load(settings_path) if settings_path
+                    else HookSettings())
+    except (OSError, ValueError, TypeError) as e:
+        _setup_logging(None)
+        LOG.error("nova-rdt hook: unusable settings %s: %s",
+                  settings_path, e)
+        return EXIT_OK
+    _setup_logging(settings.log_file)
+    strict = settings.hook_strict
+
+    def alarm(_sig, _frame):
+        raise _Timeout
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings.hook_timeout)
+    what = f"{argv[1] if len(argv) > 1 else '?'} of {argv[0]!r}" \
+        if argv else "call without arguments"
+    try:
+        try:
+            event = hookinput.parse(argv, stdin)
+        except hookinput.HookInputError as e:
+            LOG.error("nova-rdt hook: refused input (%s): %s", what, e)
+            return EXIT_FAIL if strict else EXIT_OK
+        if event is None or event.managed is None:
+            return EXIT_OK
+        from nova_rdt.hook.agent import Agent
+        from nova_rdt.hook.agent import IsolationError
+        from nova_rdt.resctrl import errors
+        try:
+            Agent(settings).handle(event)
+        except (IsolationError, errors.ResctrlError, OSError,
+                ValueError) as e:
+            LOG.error("nova-rdt hook: %s of %s (%s): isolation not "
+                      "applied: %s", event.operation, event.name,
+                      event.uuid, e)
+            return EXIT_FAIL if strict else EXIT_OK
+        return EXIT_OK
+    except _Timeout:
+        LOG.error("nova-rdt hook: %s took longer than hook_timeout=%ss",
+                  what, settings.hook_timeout)
+        return EXIT_FAIL if strict else EXIT_OK
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def main() -> int:
+    data = sys.stdin.buffer.read(4 * 1024 * 1024 + 1)
+    return run(sys.argv[1:], data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

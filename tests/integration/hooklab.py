@@ -1,0 +1,56 @@
+"""Helpers for tests of the hook, PMD COS and classes on the Host lab."""
+
+from __future__ import annotations
+
+import os
+import uuid as uuid_mod
+
+from nova_rdt.lab import diskless_domain_xml
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.schemata import Schemata
+from nova_rdt.virt import config as rdt_config
+
+
+def managed_domain(lab, name: str, cache_kib: int | None = None,
+                   pmd_share: bool = False, rdt_class: str | None = None,
+                   vcpus: int = 1) -> str:
+    """A diskless domain with nova-rdt's metadata, as the driver writes it."""
+    meta = rdt_config.LibvirtConfigGuestMetaNovaRdt()
+    meta.vcpus = set(range(vcpus))
+    meta.pmd_share = pmd_share
+    meta.rdt_class = rdt_class
+    tune = ""
+    if cache_kib:
+        cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"
+        tune = (f"<cachetune vcpus='{cpus}'><cache id='0' level='3' "
+                f"type='both' size='{cache_kib}' unit='KiB'/></cachetune>")
+    xml = diskless_domain_xml(
+        name, vcpus=vcpus, domain_type=lab.libvirt.domain_type,
+        cputune=tune, metadata=meta.to_xml())
+    return xml.replace("<name>", f"<uuid>{uuid_mod.uuid4()}</uuid>\n  <name>",
+                       1)
+
+
+def fs(lab) -> Resctrl:
+    return Resctrl(lab.resctrl_root, sysfs_cpu=lab.sysfs_cpu_root)
+
+
+def group_of(lab, name: str) -> str:
+    """libvirt's group for domain ``name``."""
+    found = [g for g in os.listdir(lab.resctrl_root)
+             if g.startswith("qemu-") and f"-{name}-vcpus_" in g]
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+def schemata(lab, group: str = "") -> Schemata:
+    with open(os.path.join(lab.resctrl_root, group, "schemata")) as f:
+        return Schemata.parse(f.read())
+
+
+def hook_errors(lab) -> list[str]:
+    path = os.path.join(lab.log_dir, "hook.log")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line for line in f if " ERROR " in line]

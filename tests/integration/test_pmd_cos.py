@@ -1,0 +1,75 @@
+"""The ONP layout (app note Table 3-1) made by libvirt + the nova-rdt hook.
+
+An emulated 2-socket E5-2658 v3 (20 ways, 4 CLOS) with 4 OS ways, real
+OVS-DPDK with a PMD on core 1, and two 8-way forwarding VMs that share
+with the PMDs.  Table 3-1 has OvS 0xffff0 over VM0 0xff000 and VM1
+0x00ff0, with the OS on 0x0000f.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_rdt import hostprep
+from tests.integration import hooklab
+from tests.integration.conftest import finish_lab
+from tests.integration.conftest import lab_skip_reason
+from tests.integration.conftest import start_lab
+
+WAY_KIB = 30720 // 20
+PMD = "nova-rdt-pmd"
+
+
+@pytest.fixture(scope="module")
+def lab(libvirt_cache):
+    reason = lab_skip_reason(libvirt=True, ovs=True)
+    if reason:
+        pytest.skip(reason)
+    lab = start_lab(profile="e5-2658-v3", libvirt_cache_dir=libvirt_cache,
+                    hook={"pmd_cos": True, "reserved_host_ways": 4})
+    try:
+        lab.start(traffic_ports=1)
+        hostprep.prepare(hooklab.fs(lab), reserved_ways=4, pmd_ways=0)
+        lab.agent().sync_pmd()
+    except BaseException:
+        finish_lab(lab)
+        raise
+    yield lab
+    finish_lab(lab)
+
+
+def test_onp_table_3_1(lab):
+    pmd_cores = {t.core for t in lab.ovs.pmd_threads()}
+    assert pmd_cores == {1}
+    # Before any VM the PMDs share the OS ways: a CBM cannot be empty.
+    assert hooklab.schemata(lab, PMD).get("L3", 0) == 0xf
+
+    for name in ("vm0", "vm1"):
+        lab.libvirt.define(hooklab.managed_domain(
+            lab, name, cache_kib=8 * WAY_KIB, pmd_share=True))
+        lab.libvirt.start_domain(name)
+    try:
+        os_ways = hooklab.schemata(lab).get("L3", 0)
+        vm0 = hooklab.schemata(lab, hooklab.group_of(lab, "vm0")).get("L3", 0)
+        vm1 = hooklab.schemata(lab, hooklab.group_of(lab, "vm1")).get("L3", 0)
+        pmd = hooklab.schemata(lab, PMD).get("L3", 0)
+        assert os_ways == 0x0000f
+        # libvirt's best fit: vm0 gets the low run, vm1 the next.
+        assert {vm0, vm1} == {0x00ff0, 0xff000}
+        assert vm0 & vm1 == 0                      # VMs disjoint
+        assert pmd == vm0 | vm1 == 0xffff0         # PMD = union of both
+        assert os_ways & (vm0 | vm1 | pmd) == 0    # OS disjoint from all
+        assert hooklab.schemata(lab, PMD).get("MB", 0) is None  # no MBA
+        # The PMD COS holds exactly the real PMD cores.
+        assert hooklab.fs(lab).group(PMD).cpus() == pmd_cores
+        assert hooklab.hook_errors(lab) == []
+
+        lab.libvirt.destroy("vm1")
+        assert hooklab.schemata(lab, PMD).get("L3", 0) == vm0
+        lab.libvirt.destroy("vm0")
+        assert hooklab.schemata(lab, PMD).get("L3", 0) == 0xf
+    finally:
+        for name in ("vm0", "vm1"):
+            lab.libvirt.virsh("destroy", name, check=False)
+            lab.libvirt.virsh("undefine", name, check=False)
+    assert hooklab.hook_errors(lab) == []
