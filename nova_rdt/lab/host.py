@@ -191,6 +191,9 @@ class Lab:
         self._say(f"libvirtd up ({self.libvirt.domain_type} guests) "
                   f"in {self.timings['libvirtd']:.1f}s")
 
+    def restart_libvirt(self) -> None:
+        self._timed("libvirtd restart", self.libvirt.restart, self.ns)
+
     def start_ovs(self) -> None:
         if not self.ovs:
             raise LabError("this lab was made with ovs=False")

@@ -199,6 +199,16 @@ class Libvirt:
         self.sup.wait_for(self.libvirtd, self._answers, timeout,
                           "answering virsh capabilities")
 
+    def restart(self, ns: MountNamespace, timeout: float = 60.0) -> None:
+        """Stop (or reap a crashed) libvirtd and start a new one; it
+        reconnects to the running guests, firing the ``reconnect`` hook."""
+        if self.libvirtd is not None:
+            self.sup.stop(self.libvirtd)
+        self.libvirtd = self.sup.spawn("libvirtd", ns.command(
+            ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf"]))
+        self.sup.wait_for(self.libvirtd, self._answers, timeout,
+                          "answering virsh capabilities")
+
     def _answers(self) -> bool:
         res = subprocess.run(["virsh", "-c", self.uri, "capabilities"],
                              capture_output=True, text=True, timeout=120)
