@@ -32,7 +32,16 @@ case "$2" in
     prepare) [ "$NOVA_RDT_STRICT" = 1 ] || exit 0 ;;
     *) exit 0 ;;
 esac
-exec "$NOVA_RDT_PYTHON" -m nova_rdt.hook.main --settings "$NOVA_RDT_SETTINGS" -- "$@"
+if [ "$NOVA_RDT_STRICT" = 1 ]; then
+    exec "$NOVA_RDT_PYTHON" -m nova_rdt.hook.main --settings "$NOVA_RDT_SETTINGS" -- "$@"
+fi
+# Not strict: never delay the domain.  The work goes on in the background
+# (it takes the resctrl lock itself); libvirt waits for our output pipes,
+# so they are closed.  A background job's stdin would be /dev/null: the
+# XML is handed over on fd 3.
+exec 3<&0
+"$NOVA_RDT_PYTHON" -m nova_rdt.hook.main --settings "$NOVA_RDT_SETTINGS" -- "$@" <&3 >/dev/null 2>&1 3<&- &
+exit 0
 """
 
 

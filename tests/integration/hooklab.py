@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid as uuid_mod
 
 from nova_rdt.lab import diskless_domain_xml
@@ -54,3 +55,20 @@ def hook_errors(lab) -> list[str]:
         return []
     with open(path) as f:
         return [line for line in f if " ERROR " in line]
+
+
+def eventually(check, timeout: float = 15.0):
+    """Poll ``check()`` until it returns a true value.
+
+    Outside strict mode the hook works in the background, after libvirt
+    returned; tests wait for its result rather than race it.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout}s: "
+                                 f"{check.__doc__ or check}")
+        time.sleep(0.02)

@@ -75,6 +75,12 @@ def test_three_class_members_share_one_clos(lab, guests):
         lab.libvirt.define(hooklab.managed_domain(
             lab, name, rdt_class="low_priority"))
         lab.libvirt.start_domain(name)
+    tasks = hooklab.eventually(lambda: (
+        set(hooklab.fs(lab).group(CLASS_GROUP).tasks())
+        if os.path.isdir(os.path.join(lab.resctrl_root, CLASS_GROUP))
+        else set()) >= set().union(*(_qemu_tids(lab, f"noisy{i}")
+                                     for i in range(3))) and True)
+    assert tasks
     assert _closids_used(lab) == before + 1
     s = hooklab.schemata(lab, CLASS_GROUP)
     assert bin(s.get("L3", 0)).count("1") == 1
@@ -87,10 +93,12 @@ def test_three_class_members_share_one_clos(lab, guests):
 
     lab.libvirt.destroy("noisy0")
     lab.libvirt.destroy("noisy1")
+    time.sleep(0.5)  # give a wrong removal the chance to happen
     assert os.path.isdir(os.path.join(lab.resctrl_root, CLASS_GROUP))
     lab.libvirt.destroy("noisy2")
     # The last member left: the class group is gone.
-    assert not os.path.exists(os.path.join(lab.resctrl_root, CLASS_GROUP))
+    hooklab.eventually(lambda: not os.path.exists(
+        os.path.join(lab.resctrl_root, CLASS_GROUP)))
     assert _closids_used(lab) == before
 
 
@@ -106,6 +114,9 @@ def test_reconcile_after_crashes_touches_nothing_foreign(lab, guests):
                 "size='3328' unit='KiB'/></cachetune>"))
     for name in ("fwd", "noisy", "foreign"):
         lab.libvirt.start_domain(name)
+    # Wait for the hook to have recorded both managed domains.
+    hooklab.eventually(lambda: len(os.listdir(
+        os.path.join(lab.state_path, "domains"))) == 2)
     os.mkdir(os.path.join(lab.resctrl_root, "COS1"))
     try:
         fwd_group = hooklab.group_of(lab, "fwd")

@@ -49,6 +49,8 @@ def test_onp_table_3_1(lab):
             lab, name, cache_kib=8 * WAY_KIB, pmd_share=True))
         lab.libvirt.start_domain(name)
     try:
+        hooklab.eventually(lambda: hooklab.schemata(lab, PMD).get("L3", 0)
+                           == 0xffff0)
         os_ways = hooklab.schemata(lab).get("L3", 0)
         vm0 = hooklab.schemata(lab, hooklab.group_of(lab, "vm0")).get("L3", 0)
         vm1 = hooklab.schemata(lab, hooklab.group_of(lab, "vm1")).get("L3", 0)
@@ -65,9 +67,11 @@ def test_onp_table_3_1(lab):
         assert hooklab.hook_errors(lab) == []
 
         lab.libvirt.destroy("vm1")
-        assert hooklab.schemata(lab, PMD).get("L3", 0) == vm0
+        hooklab.eventually(
+            lambda: hooklab.schemata(lab, PMD).get("L3", 0) == vm0)
         lab.libvirt.destroy("vm0")
-        assert hooklab.schemata(lab, PMD).get("L3", 0) == 0xf
+        hooklab.eventually(
+            lambda: hooklab.schemata(lab, PMD).get("L3", 0) == 0xf)
     finally:
         for name in ("vm0", "vm1"):
             lab.libvirt.virsh("destroy", name, check=False)
