@@ -63,6 +63,8 @@ def safe_name(name: str) -> str:
 
 
 def _cpuset(text: str) -> frozenset[int]:
+    # Not capabilities.parse_cpu_list: that trusts the kernel, and would
+    # expand "0-999999999" from a hostile XML into a billion-entry set.
     out: set[int] = set()
     for part in (text or "").split(","):
         part = part.strip()

@@ -44,6 +44,17 @@ def libvirt_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("libvirt-cache"))
 
 
+@pytest.fixture
+def guests(lab):
+    """Domain names a test defines on its module's ``lab``; destroyed
+    and undefined after the test."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        lab.libvirt.virsh("destroy", name, check=False)
+        lab.libvirt.virsh("undefine", name, check=False)
+
+
 def start_lab(**kw) -> Lab:
     lab = Lab(**kw)
     _ACTIVE_LABS.append(lab)

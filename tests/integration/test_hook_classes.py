@@ -44,15 +44,6 @@ def lab(libvirt_cache):
     finish_lab(lab)
 
 
-@pytest.fixture
-def guests(lab):
-    names: list[str] = []
-    yield names
-    for name in names:
-        lab.libvirt.virsh("destroy", name, check=False)
-        lab.libvirt.virsh("undefine", name, check=False)
-
-
 def _closids_used(lab) -> int:
     return 1 + sum(1 for g in os.listdir(lab.resctrl_root)
                    if os.path.isfile(os.path.join(lab.resctrl_root, g,

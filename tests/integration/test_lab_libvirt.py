@@ -67,16 +67,6 @@ def _domain(lab, name: str, cache_kib: int | None = None,
                                cputune=tune)
 
 
-@pytest.fixture
-def guests(lab):
-    """Names defined by a test; destroyed and undefined after it."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        lab.libvirt.virsh("destroy", name, check=False)
-        lab.libvirt.virsh("undefine", name, check=False)
-
-
 def test_virsh_capabilities_show_the_emulated_host(lab):
     caps = ET.fromstring(lab.libvirt.capabilities())
     banks = caps.findall("./host/cache/bank")
