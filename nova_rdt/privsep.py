@@ -27,3 +27,19 @@ def prepare_host(root: str, sysfs_cpu: str, prefix: str,
     fs = Resctrl(root, prefix=prefix, sysfs_cpu=sysfs_cpu,
                  lock_timeout=lock_timeout)
     return hostprep.prepare(fs, int(reserved_ways), int(pmd_ways))
+
+
+@sys_admin_pctxt.entrypoint
+def reconcile_host(settings: dict) -> dict:
+    """Run the host agent's reconcile (which re-syncs the PMD COS).
+
+    ``settings`` is :class:`HookSettings` as a dict, resolved by the
+    caller from its own configuration: the daemon reads no config files.
+    """
+    import dataclasses
+
+    from nova_rdt.hook.agent import Agent
+    from nova_rdt.hook.settings import HookSettings
+
+    report = Agent(HookSettings.from_dict(settings)).reconcile()
+    return dataclasses.asdict(report)

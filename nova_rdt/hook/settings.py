@@ -54,15 +54,28 @@ class HookSettings:
     def load(cls, path: str) -> HookSettings:
         with open(path) as f:
             data = json.load(f)
+        try:
+            return cls.from_dict(data)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from e
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HookSettings:
+        if not isinstance(data, dict):
+            raise ValueError("settings must be a JSON object")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
+            raise ValueError(f"unknown settings {sorted(unknown)}")
+        data = dict(data)
         if "classes" in data:
             data["classes"] = tuple(data["classes"])
         return cls(**data)
 
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
     def dump(self, path: str) -> None:
         with open(path, "w") as f:
-            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+            json.dump(self.as_dict(), f, indent=2, sort_keys=True)
             f.write("\n")

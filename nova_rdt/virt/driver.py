@@ -4,7 +4,10 @@ Load it with ``[DEFAULT] compute_driver = rdt.LibvirtRDTDriver`` (the
 ``nova.virt.rdt`` shim re-exports this class).  It adds, on top of Nova's
 own behaviour, and without changing any of it:
 
-* host preparation at ``init_host`` (through privsep);
+* host preparation at ``init_host`` (through privsep), then a reconcile:
+  groups of domains that died while nova-compute was down are removed,
+  running instances rejoin their class groups and the PMD COS is
+  re-derived;
 * ``CUSTOM_RDT_*`` traits and an ``rdt`` compute-node stat for the filter;
 * ``<cachetune>``/``<memorytune>``/``<monitor>`` and nova-rdt metadata on
   every path that builds a domain from scratch (spawn, hard reboot,
@@ -86,6 +89,32 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
                  "cache id for instances", summary["root"],
                  summary["pmd"] or "-", summary["managed_ways"])
         self._rdt_fs = fs
+        self._rdt_reconcile()
+
+    def _rdt_reconcile(self):
+        """What the hook could not see while nova-compute was down.
+
+        A failure is logged, not raised: the host is prepared and can run
+        instances; ``nova-rdt reconcile`` can be re-run by hand.
+        """
+        from nova_rdt.hook.settings import HookSettings
+
+        try:
+            report = privsep.reconcile_host(
+                HookSettings.from_conf(CONF).as_dict())
+        except Exception as e:
+            LOG.error("nova-rdt: reconcile at start-up failed: %s; run "
+                      "'nova-rdt reconcile' once it is fixed", e)
+            return
+        LOG.info("nova-rdt: reconciled: removed groups %s, dropped records "
+                 "of %s, rejoined classes %s%s",
+                 report["removed_groups"] or "none",
+                 report["dropped_records"] or "none",
+                 report["rejoined"] or "none",
+                 f", {report['pmd']}" if report["pmd"] else "")
+        if report["unreadable_records"]:
+            LOG.warning("nova-rdt: unreadable state records: %s",
+                        report["unreadable_records"])
 
     # -- host state ----------------------------------------------------
 

@@ -91,6 +91,8 @@ class RdtHost:
     sysfs_cpu_root: str
     cache_xml: str
     memory_bandwidth_xml: str | None
+    #: ``[rdt] state_path``: the hook's domain records for this host.
+    state_path: str = ""
 
     @property
     def resctrl_root(self) -> str:
@@ -98,7 +100,8 @@ class RdtHost:
 
     def flags(self) -> dict[str, str]:
         return {"resctrl_root": self.resctrl_root,
-                "sysfs_cpu_root": self.sysfs_cpu_root}
+                "sysfs_cpu_root": self.sysfs_cpu_root,
+                "state_path": self.state_path}
 
 
 # -- libvirt 9.0 capabilities -------------------------------------------------
@@ -388,7 +391,8 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
             emulator=emulator, banks=banks,
             sysfs_cpu_root=_write_host_sysfs(
                 prof, banks, os.path.join(workdir, "sysfs-cpu")),
-            cache_xml=cache_xml, memory_bandwidth_xml=membw_xml)
+            cache_xml=cache_xml, memory_bandwidth_xml=membw_xml,
+            state_path=os.path.join(workdir, "state"))
         self._rdt_hosts[hostname] = host
         self.flags(group="rdt", **host.flags())
         return self.start_compute(hostname=hostname, host_info=host_info,

@@ -6,6 +6,7 @@ is the Host lab's job); resctrl is the FUSE-mounted emulator of each host.
 
 import os
 import re
+import subprocess
 import tempfile
 import time
 from unittest import mock
@@ -17,6 +18,8 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
 
+from nova_rdt import procinfo
+from nova_rdt.hook import records as records_mod
 from nova_rdt.virt import config as rdt_config
 from tests.functional.nova import base
 from tests.functional.nova import nova_api_paste_ini
@@ -318,3 +321,53 @@ class TestEvacuate(RdtNovaTestBase):
                           ("1", "both", str(2 * WAY_KIB), "KiB")],
                          self.caches(dom))
         self.relaxng_validate(self.domain_xml(server["id"], "rdt2"))
+
+
+class TestComputeStartReconciles(RdtNovaTestBase):
+    """init_host prepares the host, then reconciles what the hook left."""
+
+    def _dead_pid(self):
+        proc = subprocess.Popen(["sleep", "30"])
+        start = procinfo.proc_start_time(proc.pid)
+        proc.kill()
+        proc.wait()
+        return proc.pid, start
+
+    def test_restart_removes_orphans_and_resyncs_the_pmd_cos(self):
+        self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2,
+                   classes=["low_priority:l3_ways=1,mb=10"])
+        self.start_rdt_compute("rdt1")
+        host = self.rdt_host("rdt1")
+        root = host.resctrl_root
+        pmd_before = self.resctrl("rdt1", "nova-rdt-pmd", "schemata")
+
+        # What a crash leaves: a class group and a libvirt group whose
+        # QEMUs died with no release hook, next to groups not ours.
+        for g in ("nova-rdt-class-low_priority", "qemu-7-dead-vcpus_0",
+                  "qemu-8-foreign-vcpus_0", "COS1"):
+            os.mkdir(os.path.join(root, g))
+        records = records_mod.Records(host.state_path)
+        pid, start = self._dead_pid()
+        dead = {"b5f3a3a4-0f2c-4f55-9d55-6a6f0f9f0001":
+                ("dead", None, "qemu-7-dead-vcpus_0"),
+                "b5f3a3a4-0f2c-4f55-9d55-6a6f0f9f0002":
+                ("dead-class", "low_priority", None)}
+        for uuid, (name, cls, group) in dead.items():
+            records.put(records_mod.Record(
+                uuid=uuid, name=name, pid=pid, pid_start=start,
+                pmd_share=True, rdt_class=cls, group=group))
+        # And a PMD mask someone changed by hand.
+        with open(os.path.join(root, "nova-rdt-pmd", "schemata"), "w") as f:
+            f.write("L3:0=1;1=1\n")
+
+        self.restart_compute_service("rdt1")
+
+        left = set(os.listdir(root))
+        self.assertNotIn("nova-rdt-class-low_priority", left)
+        self.assertNotIn("qemu-7-dead-vcpus_0", left)
+        self.assertIn("qemu-8-foreign-vcpus_0", left)
+        self.assertIn("COS1", left)
+        self.assertEqual(([], []), records.all())
+        self.assertEqual(pmd_before,
+                         self.resctrl("rdt1", "nova-rdt-pmd", "schemata"))
+        self.assertNotIn("L3:0=1;1=1", pmd_before)
