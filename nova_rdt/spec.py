@@ -268,6 +268,11 @@ def _node_request(d: dict) -> NodeRequest:
     mbp, mbm = d.get("mb_percent"), d.get("mb_mbps")
     if mbp and mbm:
         raise SpecError(mbm[0], f"give {mbp[0]} or {mbm[0]}, not both")
+    if mbm and not (cache or code):
+        # libvirt cannot express MBps; nova-rdt's hook writes it into
+        # libvirt's group of the instance, which only L3 ways create.
+        raise SpecError(mbm[0], f"needs L3 ways for the same vCPUs "
+                                f"({PREFIX}l3_cache_ways or _size)")
     return NodeRequest(
         cache=cache[1] if cache else None,
         code=code[1] if code else None,

@@ -119,10 +119,27 @@ class Agent:
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
                 group=None if m.rdt_class else self.group_holding(tids))
             self.records.put(rec)
+            if m.mb_mbps:
+                self.set_mb_mbps(event.name, rec.group, m.mb_mbps)
             if m.rdt_class:
                 self.join_class(m.rdt_class, tids)
             if self.s.pmd_cos and m.pmd_share:
                 self.sync_pmd()
+
+    def set_mb_mbps(self, name: str, group: str | None, values) -> None:
+        """MB in MBps, which libvirt's <memorytune> cannot carry.
+
+        Written into libvirt's group of the domain's vCPUs (the flavor
+        must give them L3 ways, so that the group exists).
+        """
+        if group is None:
+            raise IsolationError(f"no resctrl group holds the vCPUs of "
+                                 f"{name!r}: MB {dict(values)} MBps not set")
+        g = self.fs.group(group)
+        kept = self.fs.write_schemata(
+            g, Schemata({"MB": dict(values)}), allow_libvirt=True)
+        LOG.info("%s: MB %s MBps in %s", name,
+                 dict(kept.domains("MB")), group)
 
     def released(self, uuid: str) -> None:
         with self.fs.locked():

@@ -40,6 +40,8 @@ class Managed:
     pmd_share: bool
     rdt_class: str | None
     monitor: bool
+    #: (MB domain id, MBps) that libvirt cannot set; the hook writes them.
+    mb_mbps: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +125,22 @@ def parse_managed(meta) -> Managed:
     return Managed(vcpus=_cpuset(text("vcpus") or ""),
                    pmd_share=_bool(text("pmd-share"), "pmd-share"),
                    rdt_class=rdt_class,
-                   monitor=_bool(text("monitor"), "monitor"))
+                   monitor=_bool(text("monitor"), "monitor"),
+                   mb_mbps=_mb_mbps(meta))
+
+
+def _mb_mbps(meta) -> tuple[tuple[int, int], ...]:
+    out = {}
+    for e in meta.findall(f"{{{NOVA_RDT_NS}}}mb"):
+        if e.get("unit") != "MBps":
+            continue          # percent: libvirt's <memorytune> has it
+        mid, value = e.get("id") or "", e.get("value") or ""
+        if not (mid.isdigit() and value.isdigit() and len(mid) < 5
+                and len(value) < 10 and int(value) > 0):
+            raise HookInputError(f"nova-rdt metadata mb id={mid!r} "
+                                 f"value={value!r} refused")
+        out[int(mid)] = int(value)
+    return tuple(sorted(out.items()))
 
 
 def parse(argv: list[str], stdin: bytes) -> HookEvent | None:

@@ -325,9 +325,15 @@ class Resctrl:
     # -- configuration ---------------------------------------------------
 
     def write_schemata(self, g: Group, update: Schemata,
-                       allow_root: bool = False) -> Schemata:
-        """Write (possibly partial) schemata; return what the kernel kept."""
-        self._require_owned(g, allow_root)
+                       allow_root: bool = False,
+                       allow_libvirt: bool = False) -> Schemata:
+        """Write (possibly partial) schemata; return what the kernel kept.
+
+        ``allow_libvirt``: also a libvirt group (the hook sets the MBps
+        values libvirt cannot express in its domain's group).
+        """
+        if not (allow_libvirt and g.owner == OWNER_LIBVIRT):
+            self._require_owned(g, allow_root)
         if g.kind != "ctrl":
             raise errors.WriteRejected(
                 f"{g.display_name} is a monitor group: it has no schemata",

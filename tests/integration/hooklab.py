@@ -14,12 +14,14 @@ from nova_rdt.virt import config as rdt_config
 
 def managed_domain(lab, name: str, cache_kib: int | None = None,
                    pmd_share: bool = False, rdt_class: str | None = None,
-                   vcpus: int = 1) -> str:
+                   vcpus: int = 1,
+                   mb: list[tuple[int, int, str]] | None = None) -> str:
     """A diskless domain with nova-rdt's metadata, as the driver writes it."""
     meta = rdt_config.LibvirtConfigGuestMetaNovaRdt()
     meta.vcpus = set(range(vcpus))
     meta.pmd_share = pmd_share
     meta.rdt_class = rdt_class
+    meta.mb = mb or []
     tune = ""
     if cache_kib:
         cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"

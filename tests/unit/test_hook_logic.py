@@ -76,6 +76,7 @@ def _xml(name="vm", uuid=UUID, meta=True, **kw):
     m.vcpus = {0, 1}
     m.pmd_share = kw.get("pmd_share", False)
     m.rdt_class = kw.get("rdt_class")
+    m.mb = kw.get("mb", [])
     md = f"<metadata>{m.to_xml()}</metadata>" if meta else ""
     return (f"<domain type='kvm'><name>{name}</name><uuid>{uuid}</uuid>"
             f"{md}</domain>").encode()
@@ -87,6 +88,22 @@ def test_managed_domain_is_read():
     assert ev.uuid == UUID and ev.name == "vm"
     assert ev.managed == hookinput.Managed(frozenset({0, 1}), True, "low",
                                            False)
+
+
+def test_mbps_values_are_read_and_percent_left_to_libvirt():
+    ev = hookinput.parse(["vm", "started"], _xml(
+        mb=[(0, 2000, "MBps"), (1, 1500, "MBps"), (2, 50, "percent")]))
+    assert ev.managed.mb_mbps == ((0, 2000), (1, 1500))
+
+
+@pytest.mark.parametrize("mid,value", [("0", "0"), ("0", "-5"), ("x", "1"),
+                                       ("0", "99999999999"), ("", "10")])
+def test_bad_mbps_values_are_refused(mid, value):
+    xml = _xml(mb=[(7, 7, "MBps")]).decode().replace(
+        'id="7" value="7"', f'id="{mid}" value="{value}"')
+    assert f'value="{value}"' in xml
+    with pytest.raises(hookinput.HookInputError, match="mb id="):
+        hookinput.parse(["vm", "started"], xml.encode())
 
 
 def test_unmanaged_and_unhandled_are_ignored():

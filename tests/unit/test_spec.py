@@ -64,6 +64,7 @@ def test_class_member():
     ({"rdt:mb_percent": "101"}, "rdt:mb_percent", "must be 1-100"),
     ({"rdt:mb_percent": "50", "rdt:mb_mbps": "100"}, "rdt:mb_mbps",
      "not both"),
+    ({"rdt:mb_mbps": "2000"}, "rdt:mb_mbps", "needs L3 ways"),
     ({"rdt:vcpus": "0-4"}, "rdt:vcpus", "vCPU 4 is out of range"),
     ({"rdt:vcpus": "3-1"}, "rdt:vcpus", "runs backwards"),
     ({"rdt:vcpus": "one"}, "rdt:vcpus", "vCPU list"),
