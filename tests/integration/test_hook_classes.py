@@ -185,3 +185,39 @@ def test_unknown_operation_and_unmanaged_domains_are_ignored(lab, tmp_path):
             [sys.executable, "-m", "nova_rdt.hook.main", "--", *argv],
             input=xml, capture_output=True, cwd=str(tmp_path), timeout=30)
         assert res.returncode == 0 and res.stderr == b"", res.stderr
+
+
+def test_strict_hook_stops_a_start_it_cannot_isolate(lab, guests):
+    """hook_strict: a class this host does not define fails the start at
+    ``prepare``, before QEMU runs; nothing is left behind."""
+    from nova_rdt.lab.libvirtd import VirshError
+
+    shim = os.path.join(lab.libvirt.hooks_dir, "qemu.d", "nova-rdt")
+    with open(shim) as f:
+        original = f.read()
+    strict_json = os.path.join(lab.base, "hook-strict.json")
+    settings = lab.hook_settings()
+    type(settings)(**{**settings.__dict__, "hook_strict": True}).dump(
+        strict_json)
+    assert "NOVA_RDT_STRICT=0" in original
+    strict = original.replace("NOVA_RDT_STRICT=0", "NOVA_RDT_STRICT=1") \
+        .replace(lab.hook_settings_path, strict_json)
+    before = sorted(os.listdir(lab.resctrl_root))
+    guests.append("unknown-class")
+    lab.libvirt.define(hooklab.managed_domain(lab, "unknown-class",
+                                              rdt_class="no_such_class"))
+    try:
+        # libvirt execs the hook afresh at each event: no restart needed.
+        with open(shim, "w") as f:
+            f.write(strict)
+        with pytest.raises(VirshError, match="[Hh]ook"):
+            lab.libvirt.start_domain("unknown-class")
+    finally:
+        with open(shim, "w") as f:
+            f.write(original)
+    assert "unknown-class" not in lab.libvirt.domains(running_only=True)
+    assert sorted(os.listdir(lab.resctrl_root)) == before
+    errors = hooklab.hook_errors(lab)
+    assert any("no_such_class" in e and "not defined" in e for e in errors)
+    # Not strict again: the same domain starts, without its class.
+    lab.libvirt.start_domain("unknown-class")
