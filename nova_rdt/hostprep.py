@@ -69,8 +69,7 @@ def plan(caps: caps_mod.Capabilities, reserved_ways: int,
             pmd[name] = {d: top for d in res.domains}
     if pmd and "MB" in caps.bandwidth:
         bw = caps.bandwidth["MB"]
-        full = bw.max_bandwidth or 100
-        pmd["MB"] = {d: full for d in bw.domain_ids}
+        pmd["MB"] = {d: bw.unthrottled for d in bw.domain_ids}
     return Layout(Schemata(root), Schemata(pmd) if pmd else None,
                   managed or 0)
 

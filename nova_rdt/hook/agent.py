@@ -246,7 +246,7 @@ class Agent:
                     shares[rec.uuid] = self.fs.group(rec.group).schemata()
                 except errors.GroupNotFound:
                     continue
-            mb_full = {name: bw.max_bandwidth or 100
+            mb_full = {name: bw.unthrottled
                        for name, bw in caps.bandwidth.items() if name == "MB"}
             plan = pmdplan.plan(
                 {name: sorted(res.domains) for name, res in caps.cache.items()},

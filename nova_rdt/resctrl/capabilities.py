@@ -21,6 +21,7 @@ DEFAULT_SYSFS_CPU = "/sys/devices/system/cpu"
 # MB value units.  AMD programs bandwidth in 1/8 GB/s steps, not percent.
 UNITS_PERCENT = "percent"
 UNITS_MBPS = "MBps"
+UNTHROTTLED_MBPS = (1 << 32) - 1
 UNITS_AMD = "1/8GBps"
 
 
@@ -63,6 +64,15 @@ class BandwidthResource:
     units: str
     max_bandwidth: int | None   # None: no fixed ceiling (MBps mode)
     domain_ids: tuple[int, ...]
+
+    @property
+    def unthrottled(self) -> int:
+        """The value that sets no limit: 100%, AMD's ceiling, or in MBps
+        mode the kernel's MBA_MAX_MBPS (U32_MAX), its default for new
+        groups; 100 there would be a 100 MBps throttle."""
+        if self.max_bandwidth is not None:
+            return self.max_bandwidth
+        return UNTHROTTLED_MBPS if self.units == UNITS_MBPS else 100
 
 
 @dataclasses.dataclass(frozen=True)

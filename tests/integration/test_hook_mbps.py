@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from nova_rdt.resctrl.capabilities import UNTHROTTLED_MBPS
+
 from nova_rdt import hostprep
 from tests.integration import hooklab
 from tests.integration.conftest import finish_lab
@@ -28,7 +30,7 @@ def lab(libvirt_cache):
                     hook={"reserved_host_ways": 3})
     try:
         lab.start()
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=0)
+        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=1)
     except BaseException:
         finish_lab(lab)
         raise
@@ -51,3 +53,9 @@ def test_hook_writes_mbps_into_libvirts_group(lab, guests):
     # The root group keeps the kernel's MBps default.
     assert hooklab.schemata(lab).get("MB", 0) > 2000
     assert hooklab.hook_errors(lab) == []
+
+
+def test_pmd_cos_is_not_throttled_on_an_mbps_mount(lab):
+    # 100 would mean 100 MBps here, not "full".
+    pmd = hooklab.schemata(lab, "nova-rdt-pmd")
+    assert pmd.get("MB", 0) == pmd.get("MB", 1) == UNTHROTTLED_MBPS
