@@ -7,10 +7,13 @@ cd "$(dirname "$0")/.."
 # libvirt-daemon brings /usr/share/libvirt/schemas, against which the
 # Nova functional tests validate the domain XML the driver writes.  The
 # Host lab (nova_rdt.lab) runs libvirtd with QEMU, OVS-DPDK and testpmd
-# (dpdk-dev) for real.
+# (dpdk-dev) for real.  The exporter's tests scrape it with a real
+# Prometheus, load its page in a real headless Chromium and read its
+# notifications from a real RabbitMQ.
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
           mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
-          libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev)
+          libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev
+          prometheus chromium rabbitmq-server)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
