@@ -128,6 +128,54 @@ def cmd_reconcile(args) -> int:
     return 0
 
 
+def cmd_exporter(args) -> int:
+    import logging
+    import socket
+
+    from oslo_config import cfg
+
+    from nova_rdt import conf as conf_mod
+    from nova_rdt.exporter.live import LiveView
+    from nova_rdt.exporter.sample import Sampler
+    from nova_rdt.exporter import server
+
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], project="nova-rdt", default_config_files=args.config_file
+         or None, validate_default_values=True)
+    logging.basicConfig(level=logging.INFO, format=(
+        "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
+    r, e = conf.rdt, conf.rdt_exporter
+    fs = Resctrl(args.resctrl_root or r.resctrl_root, prefix=r.group_prefix,
+                 sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root)
+    host = args.host or socket.gethostname()
+    live = LiveView(Sampler(fs, args.state_path or r.state_path,
+                            caps_ttl=e.capabilities_ttl))
+    app = server.App(live, host)
+    port = e.port if args.port is None else args.port
+    httpd = server.serve(app, args.listen or e.listen_address, port)
+    interval = (e.notify_interval if args.notify_interval is None
+                else args.notify_interval)
+    publisher = None
+    if interval > 0:
+        from nova_rdt.exporter.notifier import Publisher
+        publisher = Publisher(conf, live, host, interval)
+        publisher.start()
+    addr, bound = httpd.server_address[:2]
+    print(f"nova-rdt exporter for {host} ({fs.root}) on "
+          f"http://{addr}:{bound}/ (metrics at /metrics)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    try:
+        signal.pause()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        if publisher:
+            publisher.stop()
+        httpd.shutdown()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nova-rdt",
@@ -184,6 +232,32 @@ def build_parser() -> argparse.ArgumentParser:
                           "PMD COS; never touches foreign groups")
     _add_settings_args(rec)
     rec.set_defaults(func=cmd_reconcile)
+
+    exp = sub.add_parser(
+        "exporter", help="Prometheus metrics, the way-map page and "
+                         "notifications for this host")
+    exp.add_argument("--config-file", action="append",
+                     help="nova-rdt.conf with [rdt], [rdt_exporter] and "
+                          "[oslo_messaging_notifications]; repeatable")
+    exp.add_argument("--port", type=int,
+                     help="listen port (default: [rdt_exporter] port; 0 "
+                          "picks a free one)")
+    exp.add_argument("--listen", help="listen address (default: "
+                                      "[rdt_exporter] listen_address)")
+    exp.add_argument("--resctrl-root",
+                     default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
+                     help="resctrl mount point (default: [rdt] "
+                          "resctrl_root)")
+    exp.add_argument("--sysfs-cpu-root",
+                     default=os.environ.get("NOVA_RDT_SYSFS_CPU"))
+    exp.add_argument("--state-path",
+                     help="the hook's records, for instance names "
+                          "(default: [rdt] state_path)")
+    exp.add_argument("--host", help="host label (default: hostname)")
+    exp.add_argument("--notify-interval", type=float,
+                     help="seconds between notifications; 0 turns them off "
+                          "(default: [rdt_exporter] notify_interval)")
+    exp.set_defaults(func=cmd_exporter)
     return parser
 
 

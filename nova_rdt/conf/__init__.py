@@ -107,10 +107,36 @@ hook_opts = [
 ]
 
 
+exporter_group = cfg.OptGroup(
+    "rdt_exporter", title="nova-rdt exporter",
+    help="The per-host Prometheus exporter, way-map page and "
+         "notifications (nova-rdt exporter).  Notifications use "
+         "[oslo_messaging_notifications] driver, topics and transport_url; "
+         "with its default noop driver none are sent.")
+
+exporter_opts = [
+    cfg.HostAddressOpt("listen_address", default="0.0.0.0",
+                       help="Address the exporter listens on."),
+    cfg.PortOpt("port", default=9787,
+                help="Port of /metrics, the way-map page / and "
+                     "/api/layout."),
+    cfg.FloatOpt("notify_interval", default=60.0, min=0.0,
+                 help="Seconds between rdt.instance.sample notifications "
+                      "(and checks for rdt.allocation.* changes); 0 turns "
+                      "notifications off."),
+    cfg.FloatOpt("capabilities_ttl", default=60.0, min=0.0,
+                 help="Seconds the resctrl capabilities (info/) are reused "
+                      "between scrapes; they change only with a remount."),
+]
+
+
 def register_opts(conf) -> None:
     conf.register_group(rdt_group)
     conf.register_opts(resctrl_opts + host_opts + hook_opts, group=rdt_group)
+    conf.register_group(exporter_group)
+    conf.register_opts(exporter_opts, group=exporter_group)
 
 
 def list_opts():
-    return [(rdt_group, resctrl_opts + host_opts + hook_opts)]
+    return [(rdt_group, resctrl_opts + host_opts + hook_opts),
+            (exporter_group, exporter_opts)]

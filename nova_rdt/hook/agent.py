@@ -117,7 +117,8 @@ class Agent:
                 uuid=event.uuid, name=event.name, pid=pid,
                 pid_start=procinfo.proc_start_time(pid),
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
-                group=None if m.rdt_class else self.group_holding(tids))
+                group=None if m.rdt_class else self.group_holding(tids),
+                instance_name=event.instance_name, flavor=event.flavor)
             self.records.put(rec)
             if m.mb_mbps:
                 self.set_mb_mbps(event.name, rec.group, m.mb_mbps)

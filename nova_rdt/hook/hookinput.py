@@ -52,6 +52,7 @@ class HookEvent:
     uuid: str
     managed: Managed | None       # None: not nova-rdt's, ignore
     instance_name: str | None = None    # Nova's display name, for logs
+    flavor: str | None = None           # Nova's flavor name
 
 
 def safe_name(name: str) -> str:
@@ -168,7 +169,20 @@ def parse(argv: list[str], stdin: bytes) -> HookEvent | None:
                              f"uuid") from None
     meta = root.find(f"metadata/{{{NOVA_RDT_NS}}}instance")
     managed = parse_managed(meta) if meta is not None else None
-    nova_name = root.findtext(f"metadata/{{{NOVA_NS}}}instance/"
-                              f"{{{NOVA_NS}}}name")
+    nova = root.find(f"metadata/{{{NOVA_NS}}}instance")
+    nova_name = flavor = None
+    if nova is not None:
+        nova_name = _label(nova.findtext(f"{{{NOVA_NS}}}name"))
+        el = nova.find(f"{{{NOVA_NS}}}flavor")
+        flavor = _label(el.get("name") if el is not None else None)
     return HookEvent(operation, sub_operation, name, uuid, managed,
-                     nova_name)
+                     nova_name, flavor)
+
+
+def _label(text: str | None) -> str | None:
+    """Nova's names end up in logs, metric labels and a web page: printable
+    and bounded, or dropped (they only label, never decide)."""
+    if not text:
+        return None
+    text = text.strip()[:255]
+    return text if text.isprintable() else None

@@ -26,6 +26,9 @@ class Record:
     pmd_share: bool
     rdt_class: str | None
     group: str | None            # libvirt's group of the vCPUs, if any
+    # Nova's names, for the exporter's labels (absent in older records).
+    instance_name: str | None = None
+    flavor: str | None = None
 
     def alive(self) -> bool:
         return procinfo.is_running(self.pid, self.pid_start)

@@ -41,8 +41,17 @@ _NOT_GROUPS = frozenset({"info", "mon_groups", "mon_data"})
 # Group names we create: a conservative subset of what kernfs accepts, so a
 # name taken from hostile input can never be a path or reach a shell.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-# libvirt's virResctrlAllocDeterminePath: "qemu-<domid>-<name>-vcpus_<list>".
+# libvirt's virResctrlAllocDeterminePath: "qemu-<domid>-<name>-vcpus_<list>",
+# where <name> is the domain name cut to 20 characters.
 _LIBVIRT_RE = re.compile(r"^qemu-\d+-")
+_LIBVIRT_GROUP_RE = re.compile(r"^qemu-\d+-(?P<name>.+?)-vcpus_")
+LIBVIRT_SHORT_NAME_MAX = 20
+
+
+def libvirt_short_name(group_name: str) -> str | None:
+    """The (cut) domain name in a libvirt group's name, or None."""
+    m = _LIBVIRT_GROUP_RE.match(group_name)
+    return m.group("name") if m else None
 
 
 @dataclasses.dataclass(frozen=True)

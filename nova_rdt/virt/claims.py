@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 import threading
 import time
 from collections.abc import Iterable
 
 from nova_rdt import hoststate
 from nova_rdt import planner
-
-# libvirt names a domain's groups qemu-<domid>-<shortname>-vcpus_<list>,
-# where the short name is the domain name cut to 20 characters.
-_LIBVIRT_GROUP_RE = re.compile(r"^qemu-\d+-(?P<name>.+?)-vcpus_")
-_SHORT_NAME_MAX = 20
+from nova_rdt.resctrl.groups import LIBVIRT_SHORT_NAME_MAX
+from nova_rdt.resctrl.groups import libvirt_short_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +34,7 @@ class Claim:
 
 def libvirt_domain_names(group_names: Iterable[str]) -> set[str]:
     """Short domain names of the libvirt groups among ``group_names``."""
-    out = set()
-    for name in group_names:
-        m = _LIBVIRT_GROUP_RE.match(name)
-        if m:
-            out.add(m.group("name"))
-    return out
+    return {n for n in map(libvirt_short_name, group_names) if n}
 
 
 class ClaimLedger:
@@ -62,7 +53,7 @@ class ClaimLedger:
         return sorted((c for c in self._claims.values()
                        if c.instance_uuid != exclude
                        and c.demand.needs_clos
-                       and c.domain_name[:_SHORT_NAME_MAX]
+                       and c.domain_name[:LIBVIRT_SHORT_NAME_MAX]
                        not in allocated_names),
                       key=lambda c: c.seq)
 

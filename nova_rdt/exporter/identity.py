@@ -1,0 +1,71 @@
+"""Who a resctrl group belongs to: pure, from names and the hook's records.
+
+Kinds, as operators read them:
+
+``instance``  libvirt's group of a Nova instance nova-rdt manages
+``class``     a shared class group (``<prefix>class-<name>``)
+``pmd``       the OVS-DPDK PMD COS (``<prefix>pmd``)
+``host``      the root group: the host-reserved ways
+``foreign``   anything else (pqos ``COS*``, other domains' groups)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from nova_rdt.hostprep import PMD_GROUP
+from nova_rdt.rdtclass import GROUP_INFIX
+from nova_rdt.resctrl.groups import LIBVIRT_SHORT_NAME_MAX
+from nova_rdt.resctrl.groups import libvirt_short_name
+
+KINDS = ("instance", "class", "pmd", "host", "foreign")
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    kind: str
+    instance_uuid: str = ""
+    instance_name: str = ""
+    flavor: str = ""
+    rdt_class: str = ""
+
+
+HOST = Identity("host")
+FOREIGN = Identity("foreign")
+
+
+class Resolver:
+    """Names groups from the hook's records (see nova_rdt.hook.records)."""
+
+    def __init__(self, prefix: str, records: Iterable):
+        self.prefix = prefix
+        self._by_group = {}
+        self._by_short = {}
+        for rec in records:
+            ident = Identity("instance", rec.uuid,
+                             rec.instance_name or rec.name,
+                             rec.flavor or "", rec.rdt_class or "")
+            if rec.group:
+                self._by_group[rec.group] = ident
+            self._by_short[rec.name[:LIBVIRT_SHORT_NAME_MAX]] = ident
+        self._class_prefix = prefix + GROUP_INFIX
+
+    def resolve(self, name: str, parent: str | None = None) -> Identity:
+        """``name`` of a control group, or of a monitor group in
+        ``parent`` ("" for the root's monitor groups)."""
+        if parent:
+            # A monitor group inside a control group is part of it.
+            return self.resolve(parent)
+        if not name and parent is None:
+            return HOST
+        if name == self.prefix + PMD_GROUP:
+            return Identity("pmd")
+        if name.startswith(self._class_prefix):
+            return Identity("class", rdt_class=name[len(self._class_prefix):])
+        if name in self._by_group:
+            return self._by_group[name]
+        short = libvirt_short_name(name)
+        if short is not None and short in self._by_short:
+            return self._by_short[short]
+        return FOREIGN

@@ -1,0 +1,140 @@
+"""One snapshot of a host's resctrl, with each group's owner: the
+exporter's only reads.
+
+Per scrape it reads, for the root, each control group and each of the
+root's monitor groups: ``schemata`` (control groups), ``tasks`` and
+``mon_data``.  Monitor groups inside another control group are not read:
+the kernel already adds their counts into that group's own ``mon_data``,
+and they belong to the same owner.  Capabilities (``info/``) change only
+with a remount; they are re-read every ``caps_ttl`` seconds or after a
+failed scrape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from nova_rdt.exporter import identity as identity_mod
+from nova_rdt.hook import records as records_mod
+from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import errors
+from nova_rdt.resctrl import monitoring
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.schemata import Schemata
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSample:
+    name: str                         # "/" for the root
+    ctrl: bool                        # False: a monitor group of the root
+    identity: identity_mod.Identity
+    schemata: dict[str, dict[int, int]]
+    tasks: int
+    readings: tuple[monitoring.Reading, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSample:
+    caps: caps_mod.Capabilities | None
+    groups: tuple[GroupSample, ...]
+    taken_at: float                   # time.time()
+    duration: float                   # seconds spent reading
+    error: str | None = None          # why there is no RDT to show
+    unavailable: int = 0              # "Unavailable"/"Error" readings
+    read_errors: int = 0              # files that failed to read
+
+    @property
+    def available(self) -> bool:
+        return self.caps is not None
+
+
+class Sampler:
+    def __init__(self, fs: Resctrl, state_path: str | None = None,
+                 caps_ttl: float = 60.0, clock=time.monotonic):
+        self.fs = fs
+        self.records = (records_mod.Records(state_path) if state_path
+                        else None)
+        self.caps_ttl = caps_ttl
+        self.clock = clock
+        self._caps: caps_mod.Capabilities | None = None
+        self._caps_at = 0.0
+
+    def _capabilities(self) -> caps_mod.Capabilities:
+        now = self.clock()
+        if self._caps is None or now - self._caps_at > self.caps_ttl:
+            self._caps = self.fs.capabilities()
+            self._caps_at = now
+        return self._caps
+
+    def sample(self) -> HostSample:
+        t0 = self.clock()
+        try:
+            caps = self._capabilities()
+        except (errors.ResctrlError, OSError, ValueError) as e:
+            self._caps = None
+            return HostSample(None, (), time.time(), self.clock() - t0,
+                              error=str(e))
+        recs = self.records.all()[0] if self.records else []
+        resolver = identity_mod.Resolver(self.fs.prefix, recs)
+        events = {f for m in caps.monitoring.values() for f in m.features}
+        state = _Reads()
+        groups = []
+        try:
+            names = sorted(n for n in os.listdir(self.fs.root)
+                           if n not in ("info", "mon_groups", "mon_data")
+                           and os.path.isdir(os.path.join(self.fs.root, n)))
+            root_mon = os.path.join(self.fs.root, "mon_groups")
+            mon_names = (sorted(os.listdir(root_mon))
+                         if os.path.isdir(root_mon) else [])
+        except OSError as e:
+            self._caps = None
+            return HostSample(None, (), time.time(), self.clock() - t0,
+                              error=f"cannot list {self.fs.root}: {e}")
+        for name in [""] + names:
+            g = self._group(state, resolver, events, name,
+                            os.path.join(self.fs.root, name) if name
+                            else self.fs.root, ctrl=True)
+            if g is not None:
+                groups.append(g)
+        for name in mon_names:
+            g = self._group(state, resolver, events, name,
+                            os.path.join(root_mon, name), ctrl=False)
+            if g is not None:
+                groups.append(g)
+        if state.errors:
+            self._caps = None      # re-read info/ next time
+        return HostSample(caps, tuple(groups), time.time(),
+                          self.clock() - t0, unavailable=state.unavailable,
+                          read_errors=state.errors)
+
+    def _group(self, state, resolver, events, name, path, ctrl):
+        try:
+            schemata = {}
+            if ctrl:
+                with open(os.path.join(path, "schemata")) as f:
+                    schemata = {k: dict(v) for k, v in
+                                Schemata.parse(f.read()).lines.items()}
+            with open(os.path.join(path, "tasks")) as f:
+                tasks = f.read().count("\n")
+            readings = tuple(monitoring.read_mon_data(path)) if events else ()
+        except FileNotFoundError:
+            return None           # removed while we looked: not an error
+        except (OSError, ValueError):
+            state.errors += 1
+            return None
+        for r in readings:
+            state.unavailable += sum(
+                1 for ev in monitoring.EVENTS
+                if ev in events and getattr(r, ev) is None)
+        ident = (resolver.resolve(name) if ctrl
+                 else resolver.resolve(name, parent=""))
+        return GroupSample(name or "/", ctrl, ident, schemata, tasks,
+                           readings)
+
+
+@dataclasses.dataclass
+class _Reads:
+    unavailable: int = 0
+    errors: int = 0
