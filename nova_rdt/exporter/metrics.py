@@ -41,9 +41,8 @@ def _glabels(g) -> list[str]:
 
 
 class RdtCollector(Collector):
-    def __init__(self, live: LiveView, host: str):
+    def __init__(self, live: LiveView):
         self.live = live
-        self.host = host
         self.errors = 0
         self.unavailable = 0
 
@@ -69,8 +68,8 @@ class RdtCollector(Collector):
     def _availability(self, s):
         rdt = GaugeMetricFamily(
             P + "rdt_available", "1 if resctrl is mounted and readable "
-            "(reason in the label when not)", labels=["host", "reason"])
-        rdt.add_metric([self.host, s.error or ""], 1 if s.available else 0)
+            "(reason in the label when not)", labels=["reason"])
+        rdt.add_metric([s.error or ""], 1 if s.available else 0)
         yield rdt
         feat = GaugeMetricFamily(P + "feature_available",
                                  "1 if the host offers the RDT feature",
@@ -141,6 +140,9 @@ class RdtCollector(Collector):
             P + "cache_ways_largest_free_run",
             "Longest contiguous run of free ways (a CBM must be contiguous)",
             labels=labels)
+        way_bytes = GaugeMetricFamily(
+            P + "cache_way_bytes", "Bytes of L3 per way (cache size / "
+            "ways): multiply group_l3_ways by it for bytes", labels=labels)
         owner = GaugeMetricFamily(
             P + "way_owner", "1 for each group holding a way: the way map",
             labels=GROUP_LABELS + labels + ["way"])
@@ -149,12 +151,15 @@ class RdtCollector(Collector):
                 continue
             lab = [str(cm.cache_id), cm.cache_type]
             total.add_metric(lab, cm.ways)
+            size = s.caps.cache[cm.resource].way_size(cm.cache_id)
+            if size:
+                way_bytes.add_metric(lab, size)
             free.add_metric(lab, cm.free)
             run.add_metric(lab, cm.largest_free_run)
             for way, holders in enumerate(cm.holders):
                 for g in holders:
                     owner.add_metric(_glabels(g) + lab + [str(way)], 1)
-        yield from (total, free, run, owner)
+        yield from (total, free, run, way_bytes, owner)
         clos_total = s.caps.clos_count
         used = waymap.clos_used(s)
         for name, value, doc in (

@@ -6,6 +6,7 @@ import os
 import time
 import uuid as uuid_mod
 
+from nova_rdt.hook.hookinput import NOVA_NS
 from nova_rdt.lab import diskless_domain_xml
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
@@ -15,8 +16,10 @@ from nova_rdt.virt import config as rdt_config
 def managed_domain(lab, name: str, cache_kib: int | None = None,
                    pmd_share: bool = False, rdt_class: str | None = None,
                    vcpus: int = 1,
-                   mb: list[tuple[int, int, str]] | None = None) -> str:
-    """A diskless domain with nova-rdt's metadata, as the driver writes it."""
+                   mb: list[tuple[int, int, str]] | None = None,
+                   nova: tuple[str, str] | None = None) -> str:
+    """A diskless domain with nova-rdt's metadata, as the driver writes it;
+    ``nova`` = (display name, flavor) adds Nova's own metadata."""
     meta = rdt_config.LibvirtConfigGuestMetaNovaRdt()
     meta.vcpus = set(range(vcpus))
     meta.pmd_share = pmd_share
@@ -27,9 +30,15 @@ def managed_domain(lab, name: str, cache_kib: int | None = None,
         cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"
         tune = (f"<cachetune vcpus='{cpus}'><cache id='0' level='3' "
                 f"type='both' size='{cache_kib}' unit='KiB'/></cachetune>")
+    metadata = meta.to_xml()
+    if nova:
+        metadata += (
+            f'<nova:instance xmlns:nova="{NOVA_NS}">'
+            f"<nova:name>{nova[0]}</nova:name>"
+            f'<nova:flavor name="{nova[1]}"/></nova:instance>')
     xml = diskless_domain_xml(
         name, vcpus=vcpus, domain_type=lab.libvirt.domain_type,
-        cputune=tune, metadata=meta.to_xml())
+        cputune=tune, metadata=metadata)
     return xml.replace("<name>", f"<uuid>{uuid_mod.uuid4()}</uuid>\n  <name>",
                        1)
 

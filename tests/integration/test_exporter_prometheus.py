@@ -1,0 +1,134 @@
+"""The exporter on the Host lab, scraped by a real Prometheus.
+
+An emulated Gold 6252 (MBM and CMT), libvirt running the nova-rdt hook
+(whose records name the instances), two running instances with their
+own ways and a class member; the exporter in this process; Prometheus
+scraping it every second with the sample alert rules loaded.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nova_rdt import hostprep
+from nova_rdt.exporter import server
+from nova_rdt.exporter.live import LiveView
+from nova_rdt.exporter.sample import Sampler
+from nova_rdt.resctrl.groups import Resctrl
+from tests.integration import hooklab
+from tests.integration import prometheus
+from tests.integration.conftest import finish_lab
+from tests.integration.conftest import lab_skip_reason
+from tests.integration.conftest import start_lab
+
+WAY_KIB = 3328
+
+
+@pytest.fixture(scope="module")
+def stack(libvirt_cache, tmp_path_factory):
+    reason = lab_skip_reason(libvirt=True) or prometheus.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    lab = start_lab(profile="gold-6252", ovs=False,
+                    libvirt_cache_dir=libvirt_cache,
+                    hook={"reserved_host_ways": 3,
+                          "classes": ["low_priority:l3_ways=1,mb=10"]})
+    prom = httpd = None
+    try:
+        lab.start()
+        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=0)
+        for name, nova in (("fwd0", ("fwd-0", "nfv.fwd")),
+                           ("fwd1", ("fwd-1", "nfv.fwd"))):
+            lab.libvirt.define(hooklab.managed_domain(
+                lab, name, cache_kib=2 * WAY_KIB, nova=nova))
+            lab.libvirt.start_domain(name)
+        lab.libvirt.define(hooklab.managed_domain(
+            lab, "noisy", rdt_class="low_priority",
+            nova=("noisy-0", "be.small")))
+        lab.libvirt.start_domain("noisy")
+        settings = lab.hook_settings(host_view=True)
+        hooklab.eventually(lambda: len(
+            __import__("os").listdir(settings.state_path + "/domains")) == 3)
+        fs = Resctrl(lab.resctrl_root, prefix=settings.group_prefix,
+                     sysfs_cpu=lab.sysfs_cpu_root)
+        app = server.App(LiveView(Sampler(fs, settings.state_path)),
+                         "lab-compute")
+        httpd = server.serve(app, "127.0.0.1", 0)
+        prom = prometheus.Prometheus(
+            str(tmp_path_factory.mktemp("prometheus")),
+            [f"127.0.0.1:{httpd.server_address[1]}"], "lab-compute").start()
+        yield lab, prom
+    finally:
+        if prom:
+            prom.stop()
+        if httpd:
+            httpd.shutdown()
+        finish_lab(lab)
+
+
+def _eventually(prom, promql, check, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = prom.query(promql)
+        if check(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{promql}: {result}\n{prom.log()}")
+        time.sleep(0.5)
+
+
+def test_prometheus_gets_per_instance_occupancy(stack):
+    _lab, prom = stack
+    res = _eventually(
+        prom, 'sum by (instance_name, flavor) '
+              '(nova_rdt_llc_occupancy_bytes{kind="instance"})',
+        lambda r: {x["metric"]["instance_name"] for x in r}
+        >= {"fwd-0", "fwd-1"} and all(float(x["value"][1]) > 0 for x in r))
+    assert {x["metric"]["flavor"] for x in res} == {"nfv.fwd"}
+
+
+def test_bandwidth_rate_is_non_zero_for_a_group_with_tasks(stack):
+    _lab, prom = stack
+    res = _eventually(
+        prom, 'sum by (instance_name) (rate('
+              'nova_rdt_memory_bandwidth_total_bytes_total'
+              '{instance_name="fwd-0"}[5s]))',
+        lambda r: r and float(r[0]["value"][1]) > 0)
+    assert float(res[0]["value"][1]) > 1e6
+    cls = _eventually(
+        prom, 'sum by (group) (rate(nova_rdt_memory_bandwidth_total_bytes_'
+              'total{kind="class"}[5s]))',
+        lambda r: r and float(r[0]["value"][1]) > 0)
+    assert cls[0]["metric"]["group"] == "nova-rdt-class-low_priority"
+
+
+def test_allocation_and_clos_series(stack):
+    lab, prom = stack
+    ways = _eventually(
+        prom, 'nova_rdt_group_l3_ways{kind="instance",cache_id="0"}',
+        lambda r: len(r) == 2)
+    assert {float(x["value"][1]) for x in ways} == {2.0}
+    used = _eventually(prom, "nova_rdt_clos_used", lambda r: bool(r))
+    # root + two instances + the class group
+    assert float(used[0]["value"][1]) == 4
+    free = prom.query('nova_rdt_cache_ways_free{cache_id="0"}')
+    assert float(free[0]["value"][1]) == 11 - 3 - 2 - 2 - 1
+
+
+def test_sample_alert_rules_load_and_evaluate(stack):
+    _lab, prom = stack
+    deadline = time.monotonic() + 20
+    while True:
+        groups = prom.api("rules")["groups"]
+        rules = [r for g in groups for r in g["rules"]]
+        if rules and all(r.get("lastEvaluation", "").startswith("2")
+                         and r["health"] == "ok" for r in rules):
+            break
+        assert time.monotonic() < deadline, rules
+        time.sleep(0.5)
+    assert {r["name"] for r in rules} == {
+        "NovaRdtInstanceOccupancyFarBelowAllocation",
+        "NovaRdtClassBandwidthHigh", "NovaRdtClosNearlyExhausted",
+        "NovaRdtExporterReadErrors"}
