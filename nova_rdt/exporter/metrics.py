@@ -112,10 +112,12 @@ class RdtCollector(Collector):
                 if cmt and r.llc_occupancy is not None:
                     occ.add_metric(gl + [node], r.llc_occupancy)
                 b = bw.get((g.name, r.domain))
+                # An unreadable counter is a gap in the series, not a
+                # repeat of the last total (rate() would read it as idle).
                 if b is not None:
-                    if mbm_t:
+                    if mbm_t and r.mbm_total_bytes is not None:
                         tot.add_metric(gl + [node], b.total_bytes)
-                    if mbm_l:
+                    if mbm_l and r.mbm_local_bytes is not None:
                         loc.add_metric(gl + [node], b.local_bytes)
             for res, doms in g.schemata.items():
                 if res in caps.cache and res.startswith("L3"):

@@ -1,8 +1,8 @@
 """The exporter on the Host lab, scraped by a real Prometheus.
 
-An emulated Gold 6252 (MBM and CMT), libvirt running the nova-rdt hook
-(whose records name the instances), two running instances with their
-own ways and a class member; the exporter in this process; Prometheus
+An emulated Gold 6252 (MBM and CMT) with a one-way PMD COS, libvirt
+running the nova-rdt hook (whose records name the instances), two
+running instances with their own ways and a class member; the exporter in this process; Prometheus
 scraping it every second with the sample alert rules loaded.
 """
 
@@ -38,7 +38,8 @@ def stack(libvirt_cache, tmp_path_factory):
     prom = httpd = None
     try:
         lab.start()
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=0)
+        # A PMD COS of one way (no OVS here: it holds no CPUs).
+        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=1)
         for name, nova in (("fwd0", ("fwd-0", "nfv.fwd")),
                            ("fwd1", ("fwd-1", "nfv.fwd"))):
             lab.libvirt.define(hooklab.managed_domain(
@@ -111,10 +112,10 @@ def test_allocation_and_clos_series(stack):
         lambda r: len(r) == 2)
     assert {float(x["value"][1]) for x in ways} == {2.0}
     used = _eventually(prom, "nova_rdt_clos_used", lambda r: bool(r))
-    # root + two instances + the class group
-    assert float(used[0]["value"][1]) == 4
+    # root, the PMD COS, two instances and the class group
+    assert float(used[0]["value"][1]) == 5
     free = prom.query('nova_rdt_cache_ways_free{cache_id="0"}')
-    assert float(free[0]["value"][1]) == 11 - 3 - 2 - 2 - 1
+    assert float(free[0]["value"][1]) == 11 - 3 - 1 - 2 - 2 - 1
 
 
 def test_sample_alert_rules_load_and_evaluate(stack):
@@ -132,3 +133,36 @@ def test_sample_alert_rules_load_and_evaluate(stack):
         "NovaRdtInstanceOccupancyFarBelowAllocation",
         "NovaRdtClassBandwidthHigh", "NovaRdtClosNearlyExhausted",
         "NovaRdtExporterReadErrors"}
+
+
+def test_every_dashboard_query_runs_and_finds_data(stack):
+    """Each panel and variable query of etc/grafana/nova-rdt.json, with its
+    variables filled in, is valid PromQL with data behind it."""
+    import json
+    import os
+    import re
+
+    from nova_rdt.exporter import dashboard
+
+    _lab, prom = stack
+    with open(os.path.join(prometheus.REPO, "etc", "grafana",
+                           "nova-rdt.json")) as f:
+        exprs = dashboard.queries(json.load(f))
+    values = {"$host": "lab-compute", "$cache_id": ".*", "$instance": ".*",
+              "$protected": "fwd-0", "$__rate_interval": "5s"}
+    # Let rate() windows fill.
+    _eventually(prom, "count_over_time(nova_rdt_clos_used[5s]) > 3",
+                lambda r: bool(r))
+    empty = []
+    for expr in exprs:
+        for k, v in values.items():
+            expr = expr.replace(k, v)
+        m = re.fullmatch(r"label_values\((.*), (\w+)\)", expr)
+        if m:
+            res = prom.query(m.group(1))
+            if not any(m.group(2) in x["metric"] for x in res):
+                empty.append(expr)
+            continue
+        if not prom.query(expr):
+            empty.append(expr)
+    assert not empty, empty

@@ -1,0 +1,152 @@
+"""The Grafana dashboard, generated from code.
+
+    python -m nova_rdt.exporter.dashboard > etc/grafana/nova-rdt.json
+
+A test keeps the committed JSON equal to this output, and checks that
+every query names a metric the exporter serves and runs in a real
+Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+HOST = 'host=~"$host"'
+RATE = "[$__rate_interval]"
+
+
+def _target(expr: str, legend: str, ref: str = "A", **kw) -> dict:
+    return {"datasource": DS, "expr": expr, "legendFormat": legend,
+            "refId": ref, **kw}
+
+
+def _panel(pid: int, title: str, kind: str, grid: tuple, targets: list,
+           unit: str | None = None, description: str = "",
+           **extra) -> dict:
+    x, y, w, h = grid
+    p = {"id": pid, "title": title, "type": kind, "datasource": DS,
+         "description": description,
+         "gridPos": {"x": x, "y": y, "w": w, "h": h}, "targets": targets,
+         "fieldConfig": {"defaults": {}, "overrides": []}, "options": {}}
+    if unit:
+        p["fieldConfig"]["defaults"]["unit"] = unit
+    p.update(extra)
+    return p
+
+
+def _var(name: str, query: str, label: str, multi: bool = True) -> dict:
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": f"{name}-var"},
+            "definition": query, "refresh": 2, "multi": multi,
+            "includeAll": True, "allValue": ".*", "sort": 1,
+            "current": {"selected": True, "text": "All", "value": "$__all"}}
+
+
+def build() -> dict:
+    inst = f'{HOST},kind="instance",instance_name=~"$instance"'
+    bw = "nova_rdt_memory_bandwidth_total_bytes_total"
+    panels = [
+        _panel(1, "L3 way map over time", "state-timeline", (0, 0, 24, 9), [
+            _target(f'max by (way, kind, instance_name, group) '
+                    f'(nova_rdt_way_owner{{{HOST},cache_id=~"$cache_id",'
+                    f'type="both"}})',
+                    "way {{way}}: {{kind}} {{instance_name}} ({{group}})")],
+            description="One row per way and owner: where each group's "
+                        "ways lie, the PMD COS overlapping the instances "
+                        "that share with it."),
+        _panel(2, "L3 occupancy per instance", "timeseries", (0, 9, 12, 8), [
+            _target(f"sum by (instance_name) "
+                    f"(nova_rdt_llc_occupancy_bytes{{{inst}}})",
+                    "{{instance_name}}"),
+            _target(f"sum by (instance_name) (nova_rdt_group_l3_ways{{{inst}}}"
+                    f" * on (host, cache_id, type) group_left "
+                    f"nova_rdt_cache_way_bytes)",
+                    "{{instance_name}} allocated", "B")],
+            unit="bytes"),
+        _panel(3, "Memory bandwidth per instance and the PMD COS",
+               "timeseries", (12, 9, 12, 8), [
+                   _target(f"sum by (instance_name) "
+                           f"(rate({bw}{{{inst}}}{RATE}))",
+                           "{{instance_name}}"),
+                   _target(f'sum by (host) (rate({bw}{{{HOST},kind="pmd"}}'
+                           f'{RATE}))', "PMD COS {{host}}", "B")],
+               unit="Bps"),
+        _panel(4, "Free L3 ways per cache id", "timeseries", (0, 17, 12, 7), [
+            _target(f"nova_rdt_cache_ways_free{{{HOST}}}",
+                    "{{host}} cache {{cache_id}} free"),
+            _target(f"nova_rdt_cache_ways_largest_free_run{{{HOST}}}",
+                    "{{host}} cache {{cache_id}} largest run", "B")],
+            unit="short"),
+        _panel(5, "CLOS per host", "timeseries", (12, 17, 12, 7), [
+            _target(f"nova_rdt_clos_used{{{HOST}}}", "{{host}} used"),
+            _target(f"nova_rdt_clos_free{{{HOST}}}", "{{host}} free", "B")],
+            unit="short"),
+        _panel(6, "Noisy neighbours: top memory-bandwidth consumers",
+               "bargauge", (0, 24, 12, 9), [
+                   _target(f"topk(5, sum by (kind, group, instance_name) "
+                           f"(rate({bw}{{{HOST},kind!=\"host\"}}{RATE})))",
+                           "{{kind}} {{instance_name}} {{group}}",
+                           instant=True)],
+               unit="Bps",
+               options={"orientation": "horizontal",
+                        "reduceOptions": {"calcs": ["lastNotNull"]}}),
+        _panel(7, "Protected instances: L3 occupancy", "timeseries",
+               (12, 24, 12, 9), [
+                   _target(f'sum by (instance_name) (nova_rdt_llc_occupancy_'
+                           f'bytes{{{HOST},kind="instance",'
+                           f'instance_name=~"$protected"}})',
+                           "{{instance_name}}")],
+               unit="bytes",
+               description="A protected (forwarding) instance's occupancy "
+                           "should hold steady while the neighbours on the "
+                           "left pull bandwidth."),
+        _panel(8, "RDT features and exporter health", "table",
+               (0, 33, 24, 6), [
+                   _target("nova_rdt_feature_available", "{{feature}}",
+                           instant=True, format="table"),
+                   _target(f"rate(nova_rdt_scrape_errors_total{{{HOST}}}"
+                           f"{RATE})", "errors", "B", instant=True),
+                   _target(f"nova_rdt_rdt_available{{{HOST}}}",
+                           "available", "C", instant=True)]),
+    ]
+    return {
+        "title": "nova-rdt: Intel RDT per host and instance",
+        "uid": "nova-rdt", "schemaVersion": 39, "version": 1,
+        "editable": True, "tags": ["openstack", "nova", "rdt"],
+        "time": {"from": "now-1h", "to": "now"}, "refresh": "30s",
+        "templating": {"list": [
+            {"name": "datasource", "label": "Prometheus", "type": "datasource",
+             "query": "prometheus", "current": {}},
+            _var("host", "label_values(nova_rdt_rdt_available, host)",
+                 "Host"),
+            _var("cache_id", f"label_values(nova_rdt_cache_ways_total"
+                             f"{{{HOST}}}, cache_id)", "Cache id"),
+            _var("instance", f'label_values(nova_rdt_llc_occupancy_bytes'
+                             f'{{{HOST},kind="instance"}}, instance_name)',
+                 "Instance"),
+            _var("protected", f'label_values(nova_rdt_llc_occupancy_bytes'
+                              f'{{{HOST},kind="instance"}}, instance_name)',
+                 "Protected instances"),
+        ]},
+        "panels": panels,
+    }
+
+
+def queries(doc: dict) -> list[str]:
+    """Every PromQL expression in the dashboard, variables included."""
+    out = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    out += [v["query"]["query"] for v in doc["templating"]["list"]
+            if isinstance(v.get("query"), dict)]
+    return out
+
+
+def main() -> int:
+    json.dump(build(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
