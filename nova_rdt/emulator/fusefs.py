@@ -1,9 +1,17 @@
 """FUSE adaptor: serves a :class:`ResctrlKernel` as a real filesystem.
 
 It only maps VFS calls to the model and KernelError to errno.  Files are
-served with direct I/O, as kernfs serves them: every read sees the current
+served with direct I/O, as kernfs serves them: every open sees the current
 state and every write(2) reaches the model as one call, which matters
-because the kernel acts on each write separately.
+because the kernel acts on each write separately.  Like kernfs' seq_file,
+a file's text is made at the read at offset 0 and later reads of the same
+open file continue from that text, so a reader never sees half of two
+states.
+
+Names and attributes are cached by the VFS for a second (entry and attr
+timeouts): resctrl's tree changes only through mkdir/rmdir on this mount,
+which invalidate what they touch, so the cache never serves a stale
+group, and each open no longer costs a lookup per path component.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ class ResctrlFuse(mfusepy.Operations):
         self.kernel = kernel
         self._lock = threading.Lock()
         self._mounted_ns = int(time.time() * 1e9)
+        self._texts: dict[int, bytes] = {}
+        self._next_fh = 1
 
     def _call(self, fn, *args):
         with self._lock:
@@ -53,11 +63,21 @@ class ResctrlFuse(mfusepy.Operations):
             raise mfusepy.FuseOSError(errno.EISDIR)
         if flags & (0o1 | 0o2) and not writable:
             raise mfusepy.FuseOSError(errno.EACCES)
-        return 0
+        with self._lock:
+            fh = self._next_fh
+            self._next_fh += 1
+        return fh
 
     def read(self, path, size, offset, fh):
-        data = self._call(self.kernel.read, path).encode()
+        data = self._texts.get(fh) if offset else None
+        if data is None:
+            data = self._call(self.kernel.read, path).encode()
+            self._texts[fh] = data
         return data[offset:offset + size]
+
+    def release(self, path, fh):
+        self._texts.pop(fh, None)
+        return 0
 
     def write(self, path, data, offset, fh):
         caller = mfusepy.fuse_get_context()[2]
@@ -91,6 +111,6 @@ def serve(kernel: ResctrlKernel, mountpoint: str, **options) -> None:
     """Mount and serve until unmounted or signalled (blocks)."""
     mfusepy.FUSE(ResctrlFuse(kernel), mountpoint, foreground=True,
                  nothreads=True, fsname="resctrl", subtype="resctrl",
-                 direct_io=True, attr_timeout=0, entry_timeout=0,
+                 direct_io=True, attr_timeout=1.0, entry_timeout=1.0,
                  negative_timeout=0, default_permissions=True,
                  allow_other=True, **options)

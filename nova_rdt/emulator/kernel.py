@@ -32,6 +32,9 @@ TASK_BANDWIDTH = 256 * 1024 * 1024      # bytes/s of memory traffic
 TASK_FOOTPRINT = 4 * 1024 * 1024        # bytes of LLC it wants
 LOCAL_FRACTION = 0.75
 OCCUPANCY_TAU = 0.5                     # seconds to settle 63% of the way
+# Counters advance in steps of at least this much time: a scrape reading
+# hundreds of counters then ticks a few times, not once per file.
+TICK_MIN = 0.005
 
 
 class KernelError(Exception):
@@ -824,7 +827,7 @@ class ResctrlKernel:
         """Advance the simulated counters to now, at the current activity."""
         now = self.clock()
         dt = now - self._last_tick
-        if dt <= 0:
+        if dt < TICK_MIN:
             return
         self._last_tick = now
         busy: dict[int, int] = {}

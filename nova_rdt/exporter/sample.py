@@ -78,7 +78,10 @@ class Sampler:
                               error=str(e))
         recs = self.records.all()[0] if self.records else []
         resolver = identity_mod.Resolver(self.fs.prefix, recs)
-        events = {f for m in caps.monitoring.values() for f in m.features}
+        events = tuple(ev for ev in monitoring.EVENTS
+                       if any(ev in m.features
+                              for m in caps.monitoring.values()))
+        domains = _mon_domains(caps)
         state = _Reads()
         groups = []
         try:
@@ -93,13 +96,13 @@ class Sampler:
             return HostSample(None, (), time.time(), self.clock() - t0,
                               error=f"cannot list {self.fs.root}: {e}")
         for name in [""] + names:
-            g = self._group(state, resolver, events, name,
+            g = self._group(state, resolver, events, domains, name,
                             os.path.join(self.fs.root, name) if name
                             else self.fs.root, ctrl=True)
             if g is not None:
                 groups.append(g)
         for name in mon_names:
-            g = self._group(state, resolver, events, name,
+            g = self._group(state, resolver, events, domains, name,
                             os.path.join(root_mon, name), ctrl=False)
             if g is not None:
                 groups.append(g)
@@ -109,16 +112,16 @@ class Sampler:
                           self.clock() - t0, unavailable=state.unavailable,
                           read_errors=state.errors)
 
-    def _group(self, state, resolver, events, name, path, ctrl):
+    def _group(self, state, resolver, events, domains, name, path, ctrl):
+        read = monitoring.read_small
         try:
             schemata = {}
             if ctrl:
-                with open(os.path.join(path, "schemata")) as f:
-                    schemata = {k: dict(v) for k, v in
-                                Schemata.parse(f.read()).lines.items()}
-            with open(os.path.join(path, "tasks")) as f:
-                tasks = f.read().count("\n")
-            readings = tuple(monitoring.read_mon_data(path)) if events else ()
+                schemata = {k: dict(v) for k, v in Schemata.parse(
+                    read(os.path.join(path, "schemata"))).lines.items()}
+            tasks = read(os.path.join(path, "tasks")).count("\n")
+            readings = (tuple(monitoring.read_mon_data(path, domains, events))
+                        if events else ())
         except FileNotFoundError:
             return None           # removed while we looked: not an error
         except (OSError, ValueError):
@@ -132,6 +135,20 @@ class Sampler:
                  else resolver.resolve(name, parent=""))
         return GroupSample(name or "/", ctrl, ident, schemata, tasks,
                            readings)
+
+
+def _mon_domains(caps) -> list[tuple[str, int]]:
+    """(resource, id) of each monitoring domain: the ids of the cache the
+    resource monitors (L3, or L3CODE under CDP), so no listing is needed."""
+    out = []
+    for m in caps.monitoring.values():
+        ids = set()
+        for name, res in caps.cache.items():
+            if name == m.resource or name.startswith(m.resource + "C") \
+                    or name.startswith(m.resource + "D"):
+                ids |= set(res.domains)
+        out += [(m.resource, d) for d in sorted(ids)]
+    return out
 
 
 @dataclasses.dataclass

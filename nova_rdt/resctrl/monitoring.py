@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Iterable
 
 EVENTS = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
 _DOMAIN_DIR = re.compile(r"^mon_(?P<res>[A-Z0-9]+)_(?P<id>\d+)$")
@@ -33,33 +34,60 @@ def parse_value(text: str) -> int | None:
     return int(text)
 
 
-def read_mon_data(group_path: str) -> list[Reading]:
+def read_small(path: str, chunk: int = 4096) -> str:
+    """A resctrl file's text in as few read(2)s as it takes (one for a
+    counter): kernfs files report size 0, so Python's read() would ask
+    again for EOF."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = [os.read(fd, chunk)]
+        while len(parts[-1]) == chunk:
+            parts.append(os.read(fd, chunk))
+    finally:
+        os.close(fd)
+    return b"".join(parts).decode()
+
+
+def mon_dir_name(resource: str, domain: int) -> str:
+    """The kernel's name of a domain's directory in ``mon_data``."""
+    return f"mon_{resource}_{domain:02d}"
+
+
+def read_mon_data(group_path: str,
+                  domains: Iterable[tuple[str, int]] | None = None,
+                  events: Iterable[str] = EVENTS) -> list[Reading]:
     """Every domain's readings for the group at ``group_path``.
 
-    Files a platform lacks (no MBM on Haswell) are left ``None``.
+    ``domains`` ((resource, id), as capabilities list them) saves listing
+    ``mon_data``; ``events`` limits the files read to what the platform
+    has.  Files a platform lacks (no MBM on Haswell) are left ``None``.
     """
     base = os.path.join(group_path, "mon_data")
+    if domains is None:
+        try:
+            names = sorted(os.listdir(base))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            m = _DOMAIN_DIR.match(name)
+            if m:
+                found.append((m.group("res"), int(m.group("id"))))
+        domains = found
     out = []
-    try:
-        names = sorted(os.listdir(base))
-    except FileNotFoundError:
-        return out
-    for name in names:
-        m = _DOMAIN_DIR.match(name)
-        if not m:
-            continue
+    events = tuple(events)
+    for res, dom in domains:
+        d = os.path.join(base, mon_dir_name(res, dom))
         values = {}
-        for event in EVENTS:
+        for event in events:
             try:
-                with open(os.path.join(base, name, event)) as f:
-                    values[event] = parse_value(f.read())
-            except FileNotFoundError:
-                values[event] = None
-            except OSError:
+                values[event] = parse_value(
+                    read_small(os.path.join(d, event)))
+            except (OSError, ValueError):
                 # A read can fail outright (EIO, ENOENT on a domain that
                 # just went offline); that is a gap, not a crash.
                 values[event] = None
-        out.append(Reading(m.group("res"), int(m.group("id")), **values))
+        out.append(Reading(res, dom, **values))
     return out
 
 
