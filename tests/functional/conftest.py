@@ -13,3 +13,15 @@ def emulator(request):
     emu.start()
     yield emu
     emu.stop()
+
+
+@pytest.fixture
+def emulator_e5():
+    """A mounted emulated E5-2658 v3 (20 ways: the ONP app note's host)."""
+    reason = mount.fuse_unavailable_reason()
+    if reason:
+        pytest.skip(f"FUSE emulator unavailable: {reason}")
+    emu = mount.Emulator("e5-2658-v3")
+    emu.start()
+    yield emu
+    emu.stop()

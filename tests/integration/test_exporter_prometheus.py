@@ -13,10 +13,7 @@ import time
 import pytest
 
 from nova_rdt import hostprep
-from nova_rdt.exporter import server
-from nova_rdt.exporter.live import LiveView
-from nova_rdt.exporter.sample import Sampler
-from nova_rdt.resctrl.groups import Resctrl
+from tests.functional.exporter.proc import ExporterProcess
 from tests.integration import hooklab
 from tests.integration import prometheus
 from tests.integration.conftest import finish_lab
@@ -35,7 +32,7 @@ def stack(libvirt_cache, tmp_path_factory):
                     libvirt_cache_dir=libvirt_cache,
                     hook={"reserved_host_ways": 3,
                           "classes": ["low_priority:l3_ways=1,mb=10"]})
-    prom = httpd = None
+    prom = exporter = None
     try:
         lab.start()
         # A PMD COS of one way (no OVS here: it holds no CPUs).
@@ -52,20 +49,18 @@ def stack(libvirt_cache, tmp_path_factory):
         settings = lab.hook_settings(host_view=True)
         hooklab.eventually(lambda: len(
             __import__("os").listdir(settings.state_path + "/domains")) == 3)
-        fs = Resctrl(lab.resctrl_root, prefix=settings.group_prefix,
-                     sysfs_cpu=lab.sysfs_cpu_root)
-        app = server.App(LiveView(Sampler(fs, settings.state_path)),
-                         "lab-compute")
-        httpd = server.serve(app, "127.0.0.1", 0)
+        exporter = ExporterProcess(lab.resctrl_root, lab.sysfs_cpu_root,
+                                   settings.state_path, host="lab-compute")
+        exporter.start()
         prom = prometheus.Prometheus(
             str(tmp_path_factory.mktemp("prometheus")),
-            [f"127.0.0.1:{httpd.server_address[1]}"], "lab-compute").start()
+            [exporter.url.split("//", 1)[1]], "lab-compute").start()
         yield lab, prom
     finally:
         if prom:
             prom.stop()
-        if httpd:
-            httpd.shutdown()
+        if exporter:
+            exporter.stop()
         finish_lab(lab)
 
 

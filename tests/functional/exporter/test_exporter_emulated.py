@@ -12,11 +12,8 @@ import pytest
 import yaml
 
 from nova_rdt.exporter import dashboard
-from nova_rdt.exporter import server
-from nova_rdt.exporter.live import LiveView
-from nova_rdt.exporter.sample import Sampler
-from nova_rdt.resctrl.groups import Resctrl
 from tests.functional.exporter import onp
+from tests.functional.exporter.proc import ExporterProcess
 
 pytestmark = pytest.mark.fuse
 
@@ -26,10 +23,7 @@ METRIC = re.compile(r"\b(nova_rdt_[a-z0-9_]+)")
 
 
 def _serve(root, sysfs, state=None):
-    fs = Resctrl(root, sysfs_cpu=sysfs)
-    live = LiveView(Sampler(fs, state))
-    httpd = server.serve(server.App(live, "h"), "127.0.0.1", 0)
-    return live, httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+    return ExporterProcess(root, sysfs, state).start()
 
 
 def _get(url):
@@ -66,12 +60,12 @@ def _served_names(text):
 @pytest.mark.parametrize("emulator", ["e5-2658-v3"], indirect=True)
 def test_onp_layout_metrics(emulator, tmp_path):
     onp.write_layout(emulator.mountpoint, str(tmp_path))
-    _live, httpd, url = _serve(emulator.mountpoint, emulator.sysfs_cpu,
+    exp = _serve(emulator.mountpoint, emulator.sysfs_cpu,
                                str(tmp_path))
     try:
-        status, text = _get(url + "/metrics")
+        status, text = _get(exp.url + "/metrics")
     finally:
-        httpd.shutdown()
+        exp.stop()
     assert status == 200
     s = _samples(text)
 
@@ -103,11 +97,11 @@ def test_onp_layout_metrics(emulator, tmp_path):
 
 
 def test_every_dashboard_and_alert_query_names_a_served_metric(emulator):
-    _live, httpd, url = _serve(emulator.mountpoint, emulator.sysfs_cpu)
+    exp = _serve(emulator.mountpoint, emulator.sysfs_cpu)
     try:
-        _status, text = _get(url + "/metrics")
+        _status, text = _get(exp.url + "/metrics")
     finally:
-        httpd.shutdown()
+        exp.stop()
     served = _served_names(text)
     with open(os.path.join(REPO, "etc", "grafana", "nova-rdt.json")) as f:
         exprs = dashboard.queries(json.load(f))
@@ -125,13 +119,13 @@ def test_committed_dashboard_is_the_generated_one():
 
 
 def test_a_host_without_rdt_says_so(tmp_path):
-    _live, httpd, url = _serve(str(tmp_path / "nothing"), str(tmp_path))
+    exp = _serve(str(tmp_path / "nothing"), str(tmp_path))
     try:
-        status, text = _get(url + "/metrics")
-        _s2, layout = _get(url + "/api/layout")
-        _s3, page = _get(url + "/")
+        status, text = _get(exp.url + "/metrics")
+        _s2, layout = _get(exp.url + "/api/layout")
+        _s3, page = _get(exp.url + "/")
     finally:
-        httpd.shutdown()
+        exp.stop()
     assert status == 200
     s = _samples(text)
     avail = [(lab, v) for (n, lab), v in s.items()
@@ -159,17 +153,17 @@ def test_unavailable_and_reset_counters_never_break_a_scrape(emulator,
             f.write(text + "\n")
 
     put("mbm_total_bytes", "1000000")
-    live, httpd, url = _serve(root, emulator.sysfs_cpu)
+    exp = _serve(root, emulator.sysfs_cpu)
     key = ("nova_rdt_memory_bandwidth_total_bytes_total", frozenset({
         ("group", "g1"), ("kind", "foreign"), ("instance_uuid", ""),
         ("instance_name", ""), ("flavor", ""), ("node", "0")}))
     try:
-        _get(url + "/metrics")
+        _get(exp.url + "/metrics")
         put("mbm_total_bytes", "3000000")
-        assert _samples(_get(url + "/metrics")[1])[key] == 2000000
+        assert _samples(_get(exp.url + "/metrics")[1])[key] == 2000000
         put("mbm_total_bytes", "Unavailable")
         put("llc_occupancy", "Error")
-        status, text = _get(url + "/metrics")
+        status, text = _get(exp.url + "/metrics")
         s = _samples(text)
         assert status == 200 and key not in s
         assert s[("nova_rdt_readings_unavailable_total", frozenset())] >= 2
@@ -179,10 +173,10 @@ def test_unavailable_and_reset_counters_never_break_a_scrape(emulator,
         # The group was recreated (a fresh RMID counts from near zero):
         # the exported counter must not go backwards.
         put("mbm_total_bytes", "500")
-        assert _samples(_get(url + "/metrics")[1])[key] == 2000000
+        assert _samples(_get(exp.url + "/metrics")[1])[key] == 2000000
         put("mbm_total_bytes", "1500")
-        assert _samples(_get(url + "/metrics")[1])[key] == 2001000
-        _s, layout = _get(url + "/api/layout")
+        assert _samples(_get(exp.url + "/metrics")[1])[key] == 2001000
+        _s, layout = _get(exp.url + "/api/layout")
         assert json.loads(layout)["available"] is True
     finally:
-        httpd.shutdown()
+        exp.stop()

@@ -10,11 +10,8 @@ import tempfile
 import pytest
 from lxml import html
 
-from nova_rdt.exporter import server
-from nova_rdt.exporter.live import LiveView
-from nova_rdt.exporter.sample import Sampler
-from nova_rdt.resctrl.groups import Resctrl
 from tests.functional.exporter import onp
+from tests.functional.exporter.proc import ExporterProcess
 
 pytestmark = pytest.mark.fuse
 
@@ -46,10 +43,9 @@ def _browse(exe, url, *args, timeout=90):
 def test_way_map_shows_the_onp_owners(emulator, tmp_path):
     exe = _chromium()
     onp.write_layout(emulator.mountpoint, str(tmp_path))
-    fs = Resctrl(emulator.mountpoint, sysfs_cpu=emulator.sysfs_cpu)
-    app = server.App(LiveView(Sampler(fs, str(tmp_path))), "compute-onp")
-    httpd = server.serve(app, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    exp = ExporterProcess(emulator.mountpoint, emulator.sysfs_cpu,
+                          str(tmp_path), host="compute-onp").start()
+    url = exp.url + "/"
     try:
         dom = html.fromstring(_browse(exe, url, "--dump-dom"))
         os.makedirs(ARTIFACTS, exist_ok=True)
@@ -58,7 +54,7 @@ def test_way_map_shows_the_onp_owners(emulator, tmp_path):
             os.unlink(png)
         _browse(exe, url, f"--screenshot={png}", "--window-size=1100,760")
     finally:
-        httpd.shutdown()
+        exp.stop()
 
     assert dom.body.get("data-ready") == "1"
     assert dom.get_element_by_id("host").text_content() == "compute-onp"
