@@ -33,15 +33,22 @@ from nova_rdt.resctrl.groups import Resctrl
 GROUPS = 60
 
 
-def plain_pass(root: str) -> int:
-    """List and read what a scrape reads; returns bytes read."""
-    n = 0
+def _groups(root: str) -> list[tuple[str, bool]]:
+    """(path, is a control group) of the root, its control groups and its
+    monitor groups, as a scrape lists them."""
     names = [d for d in os.listdir(root)
              if d not in ("info", "mon_groups", "mon_data")
              and os.path.isdir(os.path.join(root, d))]
     mons = os.listdir(os.path.join(root, "mon_groups"))
     groups = [(root, True)] + [(os.path.join(root, d), True) for d in names]
-    groups += [(os.path.join(root, "mon_groups", d), False) for d in mons]
+    return groups + [(os.path.join(root, "mon_groups", d), False)
+                     for d in mons]
+
+
+def plain_pass(root: str) -> int:
+    """List and read what a scrape reads; returns bytes read."""
+    n = 0
+    groups = _groups(root)
     for path, ctrl in groups:
         files = (["schemata"] if ctrl else []) + ["tasks"]
         for name in files:
@@ -59,12 +66,7 @@ def lean_pass(root: str, domains) -> int:
     """The same files with one read(2) each and no mon_data listing: the
     least any reader of them can do."""
     n = 0
-    names = [d for d in os.listdir(root)
-             if d not in ("info", "mon_groups", "mon_data")
-             and os.path.isdir(os.path.join(root, d))]
-    mons = os.listdir(os.path.join(root, "mon_groups"))
-    groups = [(root, True)] + [(os.path.join(root, d), True) for d in names]
-    groups += [(os.path.join(root, "mon_groups", d), False) for d in mons]
+    groups = _groups(root)
     for path, ctrl in groups:
         files = (["schemata"] if ctrl else []) + ["tasks"]
         files += [f"mon_data/mon_L3_{d:02d}/{ev}" for d in domains

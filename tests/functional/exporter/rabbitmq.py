@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
+
+from tests.integration.prometheus import free_port
 
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
@@ -22,17 +23,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RabbitMQ:
     def __init__(self, workdir: str):
         self.dir = workdir
-        self.port = _free_port()
-        self.epmd_port = _free_port()
+        self.port = free_port()
+        self.epmd_port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(workdir, "rabbitmq.log")
         self.env = {
@@ -40,7 +35,7 @@ class RabbitMQ:
             "RABBITMQ_NODENAME": f"novardt{self.port}@localhost",
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port),
-            "RABBITMQ_DIST_PORT": str(_free_port()),
+            "RABBITMQ_DIST_PORT": str(free_port()),
             "ERL_EPMD_PORT": str(self.epmd_port),
             "ERL_EPMD_ADDRESS": "127.0.0.1",
             "RABBITMQ_MNESIA_BASE": os.path.join(workdir, "mnesia"),
