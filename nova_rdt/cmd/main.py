@@ -176,6 +176,70 @@ def cmd_exporter(args) -> int:
     return 0
 
 
+def cmd_rfc2544_run(args) -> int:
+    import yaml
+
+    from nova_rdt.rfc2544 import config as rcfg
+    from nova_rdt.rfc2544 import engine
+    from nova_rdt.rfc2544 import generators
+    from nova_rdt.rfc2544 import report
+
+    doc = {}
+    if args.config:
+        with open(args.config) as f:
+            doc = yaml.safe_load(f) or {}
+    for key in ("label", "loss_tolerance", "resolution", "trial_duration",
+                "latency_duration"):
+        value = getattr(args, key)
+        if value is not None:
+            doc[key] = value
+    if args.frame_sizes:
+        doc["frame_sizes"] = [int(s) for s in args.frame_sizes.split(",")]
+    if args.generator:
+        doc["generator"] = {**doc.get("generator", {}),
+                            "type": args.generator}
+    try:
+        cfg, gen_spec = rcfg.parse(doc)
+        gen = generators.load(gen_spec)
+    except (TypeError, ValueError) as e:
+        print(f"nova-rdt rfc2544: bad configuration: {e}", file=sys.stderr)
+        return 2
+
+    def progress(ev):
+        if ev["event"] == "frame":
+            print(f"[{ev['frame_size']} B] throughput search", flush=True)
+        elif ev["event"] == "trial":
+            print(f"[{ev['frame_size']} B] trial {ev['trial']}: offered "
+                  f"{ev['offered_pps']:,.0f} pps, sent "
+                  f"{ev['achieved_pps']:,.0f}, loss {ev['loss_ratio']:.4%} "
+                  f"{'PASS' if ev['passed'] else 'fail'}", flush=True)
+        elif ev["event"] == "latency":
+            print(f"[{ev['frame_size']} B] latency at "
+                  f"{ev['rate_pps']:,.0f} pps", flush=True)
+        elif ev["event"] == "result":
+            lat = ev["avg_latency_us"]
+            flags = [f for f, on in (
+                ("GENERATOR-LIMITED", ev["generator_limited"]),
+                ("not converged: " + (ev["note"] or "?"),
+                 not ev["converged"])) if on]
+            print(f"[{ev['frame_size']} B] throughput "
+                  f"{ev['throughput_pps']:,.0f} pps offered, "
+                  f"{ev['achieved_pps']:,.0f} sent, in {ev['trials']} "
+                  f"trials, average latency "
+                  f"{'-' if lat is None else f'{lat:.1f} µs'}"
+                  f"{' [' + '; '.join(flags) + ']' if flags else ''}",
+                  flush=True)
+
+    try:
+        result = engine.run(gen, cfg, progress)
+    finally:
+        gen.close()
+    paths = report.write(result, args.out, plots=not args.no_plots)
+    print(f"report in {args.out}: "
+          f"{', '.join(os.path.basename(p) for p in paths)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nova-rdt",
@@ -258,6 +322,28 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds between notifications; 0 turns them off "
                           "(default: [rdt_exporter] notify_interval)")
     exp.set_defaults(func=cmd_exporter)
+
+    rfc = sub.add_parser("rfc2544", help="RFC 2544 throughput and latency")
+    rfc_sub = rfc.add_subparsers(dest="rfc_cmd", required=True)
+    rr = rfc_sub.add_parser(
+        "run", help="search throughput, then measure latency, per frame "
+                    "size; write JSON, CSV and PNG plots")
+    rr.add_argument("--config", help="YAML (see nova_rdt.rfc2544.config)")
+    rr.add_argument("--generator",
+                    choices=["software", "ixnetwork", "simulated"],
+                    help="overrides generator.type of the config")
+    rr.add_argument("--frame-sizes", help="e.g. 64,512,1518")
+    rr.add_argument("--loss-tolerance", dest="loss_tolerance", type=float,
+                    help="0 for RFC 2544 proper, 0.001 for 0.1%%")
+    rr.add_argument("--resolution", type=float)
+    rr.add_argument("--trial-duration", dest="trial_duration", type=float)
+    rr.add_argument("--latency-duration", dest="latency_duration",
+                    type=float)
+    rr.add_argument("--label")
+    rr.add_argument("--out", default="rfc2544-report",
+                    help="report directory (default: %(default)s)")
+    rr.add_argument("--no-plots", action="store_true")
+    rr.set_defaults(func=cmd_rfc2544_run)
     return parser
 
 

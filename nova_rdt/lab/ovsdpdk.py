@@ -86,6 +86,25 @@ class OvsDpdk:
                            f"{res.stderr.strip()}")
         return res.stdout.strip()
 
+    def ofctl(self, *args: str) -> str:
+        """ovs-ofctl against br-lab's management socket."""
+        mgmt = f"unix:{os.path.join(self.run_dir, BRIDGE + '.mgmt')}"
+        cmd, *rest = args
+        res = subprocess.run(["ovs-ofctl", cmd, mgmt, *rest],
+                             capture_output=True, text=True,
+                             env=self._env(), timeout=60)
+        if res.returncode != 0:
+            raise LabError(f"ovs-ofctl {' '.join(args)}: "
+                           f"{res.stderr.strip()}")
+        return res.stdout.strip()
+
+    def cross_connect(self, a: str, b: str) -> None:
+        """Forward everything from port ``a`` to ``b`` and back, and
+        nothing else: a fixed path for RFC 2544, no MAC learning."""
+        self.ofctl("del-flows")
+        self.ofctl("add-flow", f"in_port={a},actions=output:{b}")
+        self.ofctl("add-flow", f"in_port={b},actions=output:{a}")
+
     def appctl(self, *args: str) -> str:
         return self.client.appctl(*args)
 
