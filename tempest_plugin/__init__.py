@@ -1,1 +1,3 @@
-"""nova-rdt's Tempest plugin (RFC 2544 isolation tests): not built yet."""
+"""nova-rdt's Tempest plugin: the rdt: flavor specs through the API, and
+an RFC 2544 scenario that proves a forwarding VM keeps its latency next
+to a busy noisy neighbour."""
