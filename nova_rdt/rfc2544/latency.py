@@ -56,3 +56,26 @@ def summarize(samples_us: Sequence[float], bins_us: Sequence[float],
         percentiles_us={f"{p:g}": percentile(s, p) for p in PERCENTILES},
         bins=histogram(s, bins_us), rate_pps=rate_pps, duration=duration,
         lost=lost)
+
+
+def from_bins(bins: Sequence[tuple[float, float | None, int]],
+              min_us: float | None, avg_us: float | None,
+              max_us: float | None, rate_pps: float = 0.0,
+              duration: float = 0.0, lost: int = 0) -> LatencyResult:
+    """A result from a generator that reports bins, not samples
+    (IxNetwork).  Percentiles are the upper edge of the bin that holds
+    them (the open last bin: the maximum), so they never understate."""
+    total = sum(n for _lo, _hi, n in bins)
+    pct = {}
+    if total:
+        for p in PERCENTILES:
+            rank = math.ceil(p / 100 * total - 1e-9)
+            seen = 0
+            for lo, hi, n in bins:
+                seen += n
+                if seen >= rank:
+                    edge = hi if hi is not None else max_us
+                    pct[f"{p:g}"] = min(edge, max_us) if max_us else edge
+                    break
+    return LatencyResult(total, min_us, avg_us, max_us, pct, tuple(bins),
+                         rate_pps, duration, lost)
