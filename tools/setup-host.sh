@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
           mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
           libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev
-          prometheus chromium rabbitmq-server)
+          prometheus chromium rabbitmq-server shellcheck)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

@@ -109,6 +109,16 @@ def cmd_hook_install(args) -> int:
     return 0
 
 
+def cmd_hook_uninstall(args) -> int:
+    from nova_rdt.hook import install
+
+    install.uninstall(hooks_dir=args.hooks_dir,
+                      settings_path=args.settings_path)
+    print(f"removed the nova-rdt hook from {args.hooks_dir}/qemu.d and "
+          f"{args.settings_path}")
+    return 0
+
+
 def cmd_pmd_sync(args) -> int:
     from nova_rdt.hook.agent import Agent
 
@@ -281,6 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument("--python", default=sys.executable,
                       help="interpreter with nova_rdt (default: this one)")
     inst.set_defaults(func=cmd_hook_install)
+    uninst = hook_sub.add_parser(
+        "uninstall", help="remove the hook shim and its settings (idempotent)")
+    uninst.add_argument("--hooks-dir", default="/etc/libvirt/hooks")
+    uninst.add_argument("--settings-path", default="/etc/nova-rdt/hook.json")
+    uninst.set_defaults(func=cmd_hook_uninstall)
 
     pmd = sub.add_parser("pmd", help="the OVS-DPDK PMD COS")
     pmd_sub = pmd.add_subparsers(dest="pmd_cmd", required=True)
