@@ -11,9 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from oslo_config import cfg
 
-from nova_rdt import conf as conf_mod
+from tests import novaconf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -67,14 +66,7 @@ def _digest(*paths):
 
 
 def _nova_conf(path):
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    conf.register_opt(cfg.StrOpt("compute_driver"))
-    conf.register_opts([cfg.MultiStrOpt("available_filters"),
-                        cfg.ListOpt("enabled_filters")],
-                       group="filter_scheduler")
-    conf([], default_config_files=[path])
-    return conf
+    return novaconf.load(path)
 
 
 def test_stack_twice_then_unstack_and_clean(env):

@@ -10,12 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from oslo_config import cfg
 
-from nova_rdt import conf as conf_mod
 from nova_rdt import rdtclass
 from nova_rdt.conf import samples
 from nova_rdt.hook.settings import HookSettings
+from tests import novaconf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -61,14 +60,8 @@ def test_generated_samples_are_current():
 
 
 def test_nova_conf_fragment_is_valid_configuration(tmp_path):
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    conf.register_opt(cfg.StrOpt("compute_driver"))
-    conf.register_opts([cfg.MultiStrOpt("available_filters"),
-                        cfg.ListOpt("enabled_filters")],
-                       group="filter_scheduler")
-    conf([], default_config_files=[
-        os.path.join(REPO, "etc", "nova.conf.d", "nova-rdt.conf.sample")])
+    conf = novaconf.load(
+        os.path.join(REPO, "etc", "nova.conf.d", "nova-rdt.conf.sample"))
     assert conf.compute_driver == "rdt.LibvirtRDTDriver"
     assert "RDTFilter" in conf.filter_scheduler.enabled_filters
     assert "nova_rdt.scheduler.filter.RDTFilter" in \
