@@ -14,10 +14,6 @@ from unittest import mock
 import pytest
 from lxml import etree
 
-from nova import context as nova_context
-from nova import objects
-from nova.tests.fixtures import libvirt as fakelibvirt
-
 from nova_rdt import procinfo
 from nova_rdt.hook import records as records_mod
 from nova_rdt.virt import config as rdt_config
