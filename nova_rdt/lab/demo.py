@@ -188,6 +188,12 @@ def _nova_stage(lab, scenario, say, out_dir, short):
                     lab.libvirt.define(lxml)
                     lab.libvirt.start_domain(dname)
                     _wait_record(settings.state_path, uuid)
+                    # What an operator's `virsh dumpxml` shows, libvirt's
+                    # own additions included.
+                    ddir = os.path.join(out_dir, "domains")
+                    os.makedirs(ddir, exist_ok=True)
+                    with open(os.path.join(ddir, f"{dname}.xml"), "w") as f:
+                        f.write(lab.libvirt.dumpxml(dname))
                     result["realized"].append(dname)
                     say(f"  {name} ({flavor}) ACTIVE on {host}; libvirt "
                         f"started {dname}")
@@ -295,7 +301,8 @@ def _way_map(snap, names, n: int) -> str:
 
 def run(scenario_name: str = "onp", profile: str | None = None,
         out_dir: str = "nova-rdt-lab-report", short: bool = False,
-        resctrl: str = "auto", say: Printer | None = None) -> dict:
+        resctrl: str = "auto", say: Printer | None = None,
+        libvirt_cache_dir: str | None = None) -> dict:
     from nova_rdt.lab import Lab
     from nova_rdt.lab.procs import LabError
 
@@ -312,7 +319,7 @@ def run(scenario_name: str = "onp", profile: str | None = None,
                     "pmd_shared_ways": scenario.pmd_shared_ways,
                     "classes": list(scenario.classes)},
               failure_log_dir=os.path.join(out_dir, "failure-logs"),
-              log=say)
+              libvirt_cache_dir=libvirt_cache_dir, log=say)
     exporter = None
 
     def interrupted(signum, _frame):
@@ -568,11 +575,16 @@ def main(argv=None) -> int:
     ap.add_argument("--short", action="store_true",
                     help="fewer boots and a one-frame-size RFC 2544")
     ap.add_argument("--resctrl", choices=["auto", "emulated", "real"],
-                    default="emulated")
+                    default="emulated",
+                    help="emulated (default), or the machine's own resctrl "
+                         "(real, or auto: real when mounted); the lab then "
+                         "shrinks its root group, as nova-compute would")
+    ap.add_argument("--libvirt-cache-dir",
+                    help="reuse QEMU's capability probe across runs")
     args = ap.parse_args(argv)
     try:
         summary = run(args.scenario, args.profile, args.out, args.short,
-                      args.resctrl)
+                      args.resctrl, libvirt_cache_dir=args.libvirt_cache_dir)
     except KeyboardInterrupt:
         print("interrupted; everything was stopped", file=sys.stderr)
         return 130

@@ -33,29 +33,47 @@ def _l3(path):
     raise AssertionError(f"no L3 line in {path}/schemata")
 
 
-def test_onp_scenario_end_to_end(tmp_path):
+def _run(tmp_path, scenario, libvirt_cache):
     _skip()
     out = tmp_path / "report"
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
-         "onp", "--short", "--out", str(out)],
+         scenario, "--short", "--out", str(out),
+         "--libvirt-cache-dir", libvirt_cache],
         capture_output=True, text=True, timeout=900)
     tail = (res.stdout + res.stderr)[-4000:]
     assert res.returncode == 0, tail
     assert "nothing left behind" in res.stdout, tail
-
     snap = out / "resctrl"
-    servers = {s["role"]: s for s in json.loads(
-        (out / "servers.json").read_text())}
-    groups = {g for g in os.listdir(snap)}
+    servers = json.loads((out / "servers.json").read_text())
+    groups = set(os.listdir(snap))
 
-    def group_of(role):
-        dom = servers[role]["domain"]
-        found = [g for g in groups if f"-{dom}-vcpus_" in g]
-        assert len(found) == 1, (role, groups)
+    def group_of(server):
+        found = [g for g in groups if f"-{server['domain']}-vcpus_" in g]
+        assert len(found) == 1, (server, groups)
         return str(snap / found[0])
+    return out, snap, servers, group_of
 
-    fwd, noisy = _l3(group_of("forwarding")), _l3(group_of("noisy"))
+
+def _mb(path):
+    with open(os.path.join(path, "schemata")) as f:
+        for line in f:
+            name, _, body = line.strip().partition(":")
+            if name == "MB":
+                return {int(k): int(v) for k, v in
+                        (p.split("=") for p in body.split(";"))}
+    return {}
+
+
+def test_onp_scenario_end_to_end(tmp_path, libvirt_cache):
+    out, snap, servers, group_of = _run(tmp_path, "onp", libvirt_cache)
+    by_role = {s["role"]: s for s in servers}
+
+    def group_of_role(role):
+        return group_of(by_role[role])
+
+    fwd = _l3(group_of_role("forwarding"))
+    noisy = _l3(group_of_role("noisy"))
     root, pmd = _l3(snap / "_root"), _l3(snap / "nova-rdt-pmd")
     for cid in root:
         assert fwd[cid] & noisy[cid] == 0              # VMs disjoint
@@ -76,3 +94,33 @@ def test_onp_scenario_end_to_end(tmp_path):
     assert 'id="emulation-note"' in html and "no hardware enforces" in html
     assert html.count("data:image/png;base64") == 2
     assert (out / "rfc2544" / "report.json").exists()
+    # What libvirt holds for the forwarding VM: Nova's cachetune, whole
+    # ways of 1536 KiB on both cache ids, and nova-rdt's metadata.
+    xml = (out / "domains" / f"{by_role['forwarding']['domain']}.xml"
+           ).read_text()
+    assert "<cachetune vcpus='0-1'" in xml and "nova-rdt:pmd-share>true" in xml
+
+
+@pytest.mark.parametrize("scenario,cls,ways,mb,fwd_ways", [
+    ("mba", "low_priority", 1, 10, 4), ("cat", "noisy", 1, None, 2)])
+def test_mba_and_cat_scenarios(tmp_path, libvirt_cache, scenario, cls, ways,
+                               mb, fwd_ways):
+    _out, snap, servers, group_of = _run(tmp_path, scenario, libvirt_cache)
+    klass = snap / f"nova-rdt-class-{cls}"
+    root, k = _l3(snap / "_root"), _l3(klass)
+    fwd = _l3(group_of(next(s for s in servers
+                            if s["role"] == "forwarding")))
+    for cid in root:
+        assert bin(k[cid]).count("1") == ways
+        assert bin(fwd[cid]).count("1") == fwd_ways
+        assert k[cid] & fwd[cid] == 0 and (k[cid] | fwd[cid]) & root[cid] == 0
+    if mb is not None:
+        assert set(_mb(klass).values()) == {mb}
+        assert set(_mb(group_of(next(
+            s for s in servers if s["role"] == "forwarding"))).values()) \
+            == {100}
+    # Every neighbour's QEMU threads are in the one class group.
+    noisy = [s for s in servers if s["role"] == "noisy"]
+    assert len(noisy) == 3
+    tasks = (klass / "tasks").read_text().split()
+    assert len(tasks) >= 3
