@@ -301,7 +301,7 @@ def _way_map(snap, names, n: int) -> str:
 
 def run(scenario_name: str = "onp", profile: str | None = None,
         out_dir: str = "nova-rdt-lab-report", short: bool = False,
-        resctrl: str = "auto", say: Printer | None = None,
+        resctrl: str = "emulated", say: Printer | None = None,
         libvirt_cache_dir: str | None = None) -> dict:
     from nova_rdt.lab import Lab
     from nova_rdt.lab.procs import LabError
