@@ -25,7 +25,7 @@ from nova.scheduler.filters import aggregate_instance_extra_specs  # noqa
 from nova.scheduler.filters import numa_topology_filter        # noqa: E402
 from nova.scheduler import host_manager                        # noqa: E402
 
-from nova_rdt import hoststate                                 # noqa: E402
+from nova_rdt.allocation import hoststate                                 # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter            # noqa: E402
 
 objects.register_all()

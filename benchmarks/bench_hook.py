@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from nova_rdt import hostprep
+from nova_rdt.host import prep as hostprep
 from nova_rdt.lab import Lab
 from tests.integration import hooklab
 

@@ -23,7 +23,7 @@ import webob
 import webob.dec
 from oslo_log import log as logging
 
-from nova_rdt import spec
+from nova_rdt.allocation import spec
 
 LOG = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from nova import exception
 from nova.api.validation.extra_specs import base
 
-from nova_rdt import spec
+from nova_rdt.allocation import spec
 
 _NODE = [{"name": "node", "pattern": r"\d+",
           "description": "guest NUMA node the value applies to"}]

@@ -73,7 +73,7 @@ def cmd_emulate(args) -> int:
 
 def _settings(args):
     """Hook settings from --settings (JSON) or --config-file (oslo)."""
-    from nova_rdt.hook.settings import HookSettings
+    from nova_rdt.host.settings import HookSettings
 
     if args.settings:
         return HookSettings.load(args.settings)
@@ -120,7 +120,7 @@ def cmd_hook_uninstall(args) -> int:
 
 
 def cmd_pmd_sync(args) -> int:
-    from nova_rdt.hook.agent import Agent
+    from nova_rdt.host.agent import Agent
 
     print(Agent(_settings(args)).sync_pmd())
     return 0
@@ -129,7 +129,7 @@ def cmd_pmd_sync(args) -> int:
 def cmd_reconcile(args) -> int:
     import dataclasses
 
-    from nova_rdt.hook.agent import Agent
+    from nova_rdt.host.agent import Agent
 
     report = Agent(_settings(args)).reconcile()
     json.dump(dataclasses.asdict(report), sys.stdout, indent=2,

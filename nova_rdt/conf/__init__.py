@@ -2,8 +2,8 @@
 
 from oslo_config import cfg
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities
-from nova_rdt.resctrl import groups
 
 rdt_group = cfg.OptGroup(
     "rdt", title="Intel RDT",
@@ -15,7 +15,7 @@ resctrl_opts = [
     cfg.StrOpt("sysfs_cpu_root", default=capabilities.DEFAULT_SYSFS_CPU,
                help="Directory holding cpu*/cache/index*/, where cache ids "
                     "and sizes are read."),
-    cfg.StrOpt("group_prefix", default=groups.DEFAULT_PREFIX,
+    cfg.StrOpt("group_prefix", default=naming.DEFAULT_PREFIX,
                help="Name prefix of the resctrl groups nova-rdt creates. "
                     "Groups without it (libvirt's, pqos', container "
                     "runtimes') are never changed or removed."),

@@ -14,10 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from nova_rdt.hostprep import PMD_GROUP
-from nova_rdt.rdtclass import GROUP_INFIX
-from nova_rdt.resctrl.groups import LIBVIRT_SHORT_NAME_MAX
-from nova_rdt.resctrl.groups import libvirt_short_name
+from nova_rdt.allocation import naming
 
 KINDS = ("instance", "class", "pmd", "host", "foreign")
 
@@ -36,7 +33,7 @@ FOREIGN = Identity("foreign")
 
 
 class Resolver:
-    """Names groups from the hook's records (see nova_rdt.hook.records)."""
+    """Names groups from the hook's records (see nova_rdt.host.records)."""
 
     def __init__(self, prefix: str, records: Iterable):
         self.prefix = prefix
@@ -48,8 +45,8 @@ class Resolver:
                              rec.flavor or "", rec.rdt_class or "")
             if rec.group:
                 self._by_group[rec.group] = ident
-            self._by_short[rec.name[:LIBVIRT_SHORT_NAME_MAX]] = ident
-        self._class_prefix = prefix + GROUP_INFIX
+            self._by_short[naming.libvirt_short(rec.name)] = ident
+        self._class_prefix = prefix + naming.CLASS_INFIX
 
     def resolve(self, name: str, parent: str | None = None) -> Identity:
         """``name`` of a control group, or of a monitor group in
@@ -59,13 +56,13 @@ class Resolver:
             return self.resolve(parent)
         if not name and parent is None:
             return HOST
-        if name == self.prefix + PMD_GROUP:
+        if name == naming.pmd_group(self.prefix):
             return Identity("pmd")
         if name.startswith(self._class_prefix):
             return Identity("class", rdt_class=name[len(self._class_prefix):])
         if name in self._by_group:
             return self._by_group[name]
-        short = libvirt_short_name(name)
+        short = naming.libvirt_short_name(name)
         if short is not None and short in self._by_short:
             return self._by_short[short]
         return FOREIGN

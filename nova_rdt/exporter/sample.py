@@ -17,7 +17,7 @@ import os
 import time
 
 from nova_rdt.exporter import identity as identity_mod
-from nova_rdt.hook import records as records_mod
+from nova_rdt.host import records as records_mod
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl import monitoring

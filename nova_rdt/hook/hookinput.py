@@ -16,9 +16,9 @@ import uuid as uuid_mod
 
 from lxml import etree
 
-from nova_rdt import rdtclass
+from nova_rdt.allocation import naming
 
-NOVA_RDT_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
+NOVA_RDT_NS = naming.METADATA_NS
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 MAX_XML_BYTES = 4 * 1024 * 1024
 MAX_NAME = 200
@@ -120,7 +120,7 @@ def parse_managed(meta) -> Managed:
         return e.text.strip() if e is not None and e.text else None
 
     rdt_class = text("class")
-    if rdt_class is not None and not rdtclass.NAME_RE.match(rdt_class):
+    if rdt_class is not None and not naming.CLASS_NAME_RE.match(rdt_class):
         raise HookInputError(f"nova-rdt metadata class {rdt_class!r} "
                              f"refused")
     return Managed(vcpus=_cpuset(text("vcpus") or ""),

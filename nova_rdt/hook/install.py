@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from nova_rdt.hook.settings import HookSettings
+from nova_rdt.host.settings import HookSettings
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 DEFAULT_SETTINGS = "/etc/nova-rdt/hook.json"

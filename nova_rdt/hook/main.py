@@ -42,7 +42,7 @@ def _setup_logging(log_file: str | None) -> None:
 
 def run(argv: list[str], stdin: bytes) -> int:
     from nova_rdt.hook import hookinput
-    from nova_rdt.hook.settings import HookSettings
+    from nova_rdt.host.settings import HookSettings
 
     settings_path = None
     if argv[:1] == ["--settings"] and len(argv) >= 2:
@@ -75,8 +75,8 @@ def run(argv: list[str], stdin: bytes) -> int:
             return EXIT_FAIL if strict else EXIT_OK
         if event is None or event.managed is None:
             return EXIT_OK
-        from nova_rdt.hook.agent import Agent
-        from nova_rdt.hook.agent import IsolationError
+        from nova_rdt.host.agent import Agent
+        from nova_rdt.host.agent import IsolationError
         from nova_rdt.resctrl import errors
         try:
             Agent(settings).handle(event)

@@ -26,10 +26,11 @@ import unittest
 
 from lxml import etree
 
+from nova_rdt.allocation import naming
 from nova_rdt.lab import scenarios as scen_mod
 
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
-RDT_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
+RDT_NS = naming.METADATA_NS
 EMULATION_NOTE = (
     "This host's RDT is emulated: the masks, groups and tasks are what "
     "libvirt and nova-rdt really wrote, but no hardware enforces them, so "

@@ -154,7 +154,7 @@ class Lab:
     def hook_settings(self, host_view: bool = False):
         """The hook's settings; ``host_view`` gives the paths as seen from
         outside the lab namespace (for running the agent from a test)."""
-        from nova_rdt.hook.settings import HookSettings
+        from nova_rdt.host.settings import HookSettings
 
         values = dict(self.hook_overrides or {})
         values.setdefault("state_path", self.state_path)
@@ -175,7 +175,7 @@ class Lab:
 
     def agent(self):
         """The host agent (pmd sync, reconcile) run from outside the lab."""
-        from nova_rdt.hook.agent import Agent
+        from nova_rdt.host.agent import Agent
         return Agent(self.hook_settings(host_view=True))
 
     def start_libvirt(self) -> None:

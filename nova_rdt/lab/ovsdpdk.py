@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 
-from nova_rdt import ovs
+from nova_rdt.host import ovs
 from nova_rdt.lab.mountns import MountNamespace
 from nova_rdt.lab.procs import LabError
 from nova_rdt.lab.procs import Process

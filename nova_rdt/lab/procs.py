@@ -16,8 +16,8 @@ import subprocess
 import time
 
 
-from nova_rdt.procinfo import is_running
-from nova_rdt.procinfo import proc_start_time
+from nova_rdt.host.procinfo import is_running
+from nova_rdt.host.procinfo import proc_start_time
 
 
 class LabError(RuntimeError):

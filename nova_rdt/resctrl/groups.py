@@ -23,11 +23,12 @@ import re
 import threading
 import time
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.schemata import Schemata
 
-DEFAULT_PREFIX = "nova-rdt-"
+DEFAULT_PREFIX = naming.DEFAULT_PREFIX
 
 OWNER_ROOT = "root"
 OWNER_NOVA_RDT = "nova-rdt"
@@ -38,20 +39,7 @@ MODES = ("shareable", "exclusive", "pseudo-locksetup")
 
 # Directories in a control group that are not groups.
 _NOT_GROUPS = frozenset({"info", "mon_groups", "mon_data"})
-# Group names we create: a conservative subset of what kernfs accepts, so a
-# name taken from hostile input can never be a path or reach a shell.
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-# libvirt's virResctrlAllocDeterminePath: "qemu-<domid>-<name>-vcpus_<list>",
-# where <name> is the domain name cut to 20 characters.
-_LIBVIRT_RE = re.compile(r"^qemu-\d+-")
-_LIBVIRT_GROUP_RE = re.compile(r"^qemu-\d+-(?P<name>.+?)-vcpus_")
-LIBVIRT_SHORT_NAME_MAX = 20
-
-
-def libvirt_short_name(group_name: str) -> str | None:
-    """The (cut) domain name in a libvirt group's name, or None."""
-    m = _LIBVIRT_GROUP_RE.match(group_name)
-    return m.group("name") if m else None
+_NAME_RE = naming.GROUP_NAME_RE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +81,8 @@ class Group:
         if self.fs.owns_name(self.name):
             return OWNER_NOVA_RDT
         # libvirt names monitor groups inside its own groups "vcpus_N".
-        if _LIBVIRT_RE.match(self.name) or _LIBVIRT_RE.match(self.parent or ""):
+        if naming.is_libvirt_group(self.name) or \
+                naming.is_libvirt_group(self.parent or ""):
             return OWNER_LIBVIRT
         return OWNER_FOREIGN
 
@@ -120,15 +109,38 @@ class Group:
                 if os.path.isdir(os.path.join(d, n))]
 
 
+class DirectOps:
+    """The three system calls that change resctrl, made by this process.
+
+    nova-compute swaps in :class:`nova_rdt.privsep.resctrl.PrivsepOps`,
+    so that only these calls cross into its privileged daemon while the
+    planning, the reads and the lock stay unprivileged.
+    """
+
+    def write(self, path: str, data: bytes) -> int:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            return os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
+
+
 class Resctrl:
     """One resctrl mount, and the one way nova-rdt changes it."""
 
     def __init__(self, root: str = caps_mod.DEFAULT_ROOT,
                  prefix: str = DEFAULT_PREFIX,
                  sysfs_cpu: str = caps_mod.DEFAULT_SYSFS_CPU,
-                 lock_timeout: float = 30.0):
+                 lock_timeout: float = 30.0, ops=None):
         if not prefix or not _NAME_RE.match(prefix):
             raise ValueError(f"bad group prefix {prefix!r}")
+        self.ops = ops or DirectOps()
         self.root = root
         self.prefix = prefix
         self.sysfs_cpu = sysfs_cpu
@@ -241,11 +253,7 @@ class Resctrl:
         data = text.encode()
         with self.locked():
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                try:
-                    n = os.write(fd, data)
-                finally:
-                    os.close(fd)
+                n = self.ops.write(path, data)
             except OSError as e:
                 raise self._error(e, path, f"{what} {text.strip()!r} refused",
                                   error_cls) from e
@@ -294,7 +302,7 @@ class Resctrl:
     def _mkdir(self, g: Group) -> Group:
         with self.locked():
             try:
-                os.mkdir(g.path)
+                self.ops.mkdir(g.path)
             except OSError as e:
                 raise self._error(e, g.path,
                                   f"cannot create group {g.display_name}",
@@ -312,7 +320,7 @@ class Resctrl:
             self._require_owned(g)
         with self.locked():
             try:
-                os.rmdir(g.path)
+                self.ops.rmdir(g.path)
             except FileNotFoundError:
                 if not missing_ok:
                     raise errors.GroupNotFound(

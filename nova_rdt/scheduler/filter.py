@@ -20,9 +20,9 @@ import logging as std_logging
 
 from oslo_log import log as logging
 
-from nova_rdt import hoststate
-from nova_rdt import planner
-from nova_rdt import spec
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.allocation import spec
 
 LOG = logging.getLogger(__name__)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities as caps_mod
 
-NOVA_RDT_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
-NOVA_RDT_PREFIX = "nova-rdt"
+NOVA_RDT_NS = naming.METADATA_NS
+NOVA_RDT_PREFIX = naming.METADATA_PREFIX
 
 
 def _cpuset(cpus) -> str:

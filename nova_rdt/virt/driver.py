@@ -18,6 +18,7 @@ own behaviour, and without changing any of it:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from nova import exception
@@ -27,14 +28,18 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_rdt import conf as rdt_conf
-from nova_rdt import hoststate
-from nova_rdt import planner
-from nova_rdt import privsep
-from nova_rdt import spec
+from nova_rdt.allocation import claims as claims_mod
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.allocation import spec
+from nova_rdt.host import agent as agent_mod
+from nova_rdt.host import prep as host_prep
+from nova_rdt.host.settings import HookSettings
+from nova_rdt.privsep import resctrl as privsep_resctrl
+from nova_rdt.privsep import state as privsep_state
 from nova_rdt.resctrl import errors as rdt_errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
-from nova_rdt.virt import claims as claims_mod
 from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
@@ -63,7 +68,14 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
 
     def _rdt_init_host(self):
         opts = CONF.rdt
-        fs = Resctrl.from_conf(CONF)
+        settings = HookSettings.from_conf(CONF)
+        # Reads, planning and the flock stay in this (unprivileged)
+        # process; only the writes cross into the privsep daemon.
+        fs = Resctrl(settings.resctrl_root, prefix=settings.group_prefix,
+                     sysfs_cpu=settings.sysfs_cpu_root,
+                     lock_timeout=settings.lock_timeout,
+                     ops=privsep_resctrl.PrivsepOps(settings.resctrl_root,
+                                                    settings.group_prefix))
         try:
             fs.capabilities()
         except (rdt_errors.ResctrlError, OSError) as e:
@@ -77,31 +89,30 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
                         "no RDT", opts.resctrl_root, e)
             return
         try:
-            summary = privsep.prepare_host(
-                fs.root, fs.sysfs_cpu, fs.prefix, fs.lock_timeout,
-                opts.reserved_host_ways, opts.pmd_shared_ways)
-        except Exception as e:
-            # HostPrepError and ResctrlError arrive here from the privsep
-            # daemon; both carry the reason (and last_cmd_status).
+            summary = host_prep.prepare(fs, opts.reserved_host_ways,
+                                        opts.pmd_shared_ways)
+        except (host_prep.HostPrepError, rdt_errors.ResctrlError,
+                OSError) as e:
+            # ResctrlError carries the kernel's last_cmd_status.
             raise exception.InvalidConfiguration(
                 f"nova-rdt: cannot prepare the host's resctrl: {e}")
         LOG.info("nova-rdt: host prepared: root %s, PMD %s, %s ways per "
                  "cache id for instances", summary["root"],
                  summary["pmd"] or "-", summary["managed_ways"])
         self._rdt_fs = fs
-        self._rdt_reconcile()
+        self._rdt_reconcile(settings, fs)
 
-    def _rdt_reconcile(self):
+    def _rdt_reconcile(self, settings: HookSettings, fs: Resctrl):
         """What the hook could not see while nova-compute was down.
 
         A failure is logged, not raised: the host is prepared and can run
         instances; ``nova-rdt reconcile`` can be re-run by hand.
         """
-        from nova_rdt.hook.settings import HookSettings
-
+        agent = agent_mod.Agent(
+            settings, fs=fs,
+            records=privsep_state.PrivilegedRecords(settings.state_path))
         try:
-            report = privsep.reconcile_host(
-                HookSettings.from_conf(CONF).as_dict())
+            report = dataclasses.asdict(agent.reconcile())
         except Exception as e:
             LOG.error("nova-rdt: reconcile at start-up failed: %s; run "
                       "'nova-rdt reconcile' once it is fixed", e)

@@ -1,4 +1,4 @@
-"""Turn a planned :class:`~nova_rdt.planner.Demand` into domain XML parts.
+"""Turn a planned :class:`~nova_rdt.allocation.planner.Demand` into domain XML parts.
 
 Shared by spawn-like paths (which extend Nova's config objects) and live
 migration (which rewrites the source's XML for the destination).
@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 
 from lxml import etree
 
-from nova_rdt import hoststate
-from nova_rdt import planner
-from nova_rdt import spec
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.allocation import spec
 from nova_rdt.virt import config as rdt_config
 
 

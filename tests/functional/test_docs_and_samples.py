@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from nova_rdt import rdtclass
+from nova_rdt.allocation import rdtclass
 from nova_rdt.conf import samples
-from nova_rdt.hook.settings import HookSettings
+from nova_rdt.host.settings import HookSettings
 from tests import novaconf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from nova_rdt import hostprep
+from nova_rdt.host import prep as hostprep
 from tests.functional.exporter.proc import ExporterProcess
 from tests.integration import hooklab
 from tests.integration import prometheus

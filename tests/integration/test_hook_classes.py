@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from nova_rdt import hostprep
+from nova_rdt.host import prep as hostprep
 from nova_rdt.lab import diskless_domain_xml
 from tests.integration import hooklab
 from tests.integration.conftest import finish_lab

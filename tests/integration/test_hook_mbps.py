@@ -11,7 +11,7 @@ import pytest
 
 from nova_rdt.resctrl.capabilities import UNTHROTTLED_MBPS
 
-from nova_rdt import hostprep
+from nova_rdt.host import prep as hostprep
 from tests.integration import hooklab
 from tests.integration.conftest import finish_lab
 from tests.integration.conftest import lab_skip_reason

@@ -1,4 +1,4 @@
-"""OVS-DPDK on the Host lab: real PMD threads, found by nova_rdt.ovs."""
+"""OVS-DPDK on the Host lab: real PMD threads, found by nova_rdt.host.ovs."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_rdt import hostprep
+from nova_rdt.host import prep as hostprep
 from tests.integration import hooklab
 from tests.integration.conftest import finish_lab
 from tests.integration.conftest import lab_skip_reason

@@ -8,7 +8,7 @@ from nova_rdt.exporter import identity
 from nova_rdt.exporter import notifications
 from nova_rdt.exporter.sample import GroupSample
 from nova_rdt.exporter.sample import HostSample
-from nova_rdt.hook.records import Record
+from nova_rdt.host.records import Record
 
 UUID = "6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f60"
 

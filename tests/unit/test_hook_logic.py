@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_rdt import pmdplan
-from nova_rdt import rdtclass
+from nova_rdt.allocation import pmdplan
+from nova_rdt.allocation import rdtclass
 from nova_rdt.hook import hookinput
 from nova_rdt.hook import install
-from nova_rdt.hook.settings import HookSettings
+from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import config as rdt_config
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_rdt import ovs
+from nova_rdt.host import ovs
 
 RXQ_SHOW = """\
 Displaying last 60 seconds pmd usage %

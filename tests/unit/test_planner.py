@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from hypothesis import given, strategies as st
 
-from nova_rdt import hoststate, hostprep, planner, spec
+from nova_rdt.allocation import hostlayout, hoststate, planner, spec
 from nova_rdt.emulator import topology
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.groups import Resctrl
@@ -183,10 +183,10 @@ def test_host_prep_plan(tmp_path, profile, reserved, pmd, ok):
     cpu = topology.write_tree(k.profile, str(tmp_path / "cpu"))
     caps = Resctrl(root, sysfs_cpu=cpu).capabilities()
     if not ok:
-        with pytest.raises(hostprep.HostPrepError, match=r"\[rdt\]"):
-            hostprep.plan(caps, reserved, pmd)
+        with pytest.raises(hostlayout.HostPrepError, match=r"\[rdt\]"):
+            hostlayout.plan(caps, reserved, pmd)
         return
-    layout = hostprep.plan(caps, reserved, pmd)
+    layout = hostlayout.plan(caps, reserved, pmd)
     n = k.profile.l3.cbm_len
     for res, doms in layout.root.lines.items():
         assert set(doms.values()) == {cbm.full_mask(reserved)}

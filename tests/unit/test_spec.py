@@ -3,8 +3,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from nova_rdt import spec
-from nova_rdt.spec import CacheAmount, SpecError
+from nova_rdt.allocation import spec
+from nova_rdt.allocation.spec import CacheAmount, SpecError
 
 
 def test_nothing_asked():

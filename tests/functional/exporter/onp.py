@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nova_rdt.hook import records as records_mod
+from nova_rdt.host import records as records_mod
 
 ROOT_MASK = 0x0000f
 PMD = ("nova-rdt-pmd", 0xffff0)

@@ -13,7 +13,7 @@ import time
 import kombu
 import pytest
 
-from nova_rdt.hook import records as records_mod
+from nova_rdt.host import records as records_mod
 from tests.functional.exporter import onp
 from tests.functional.exporter import rabbitmq
 from tests.functional.exporter.proc import ExporterProcess

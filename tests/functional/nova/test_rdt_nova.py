@@ -14,8 +14,8 @@ from unittest import mock
 import pytest
 from lxml import etree
 
-from nova_rdt import procinfo
-from nova_rdt.hook import records as records_mod
+from nova_rdt.host import procinfo
+from nova_rdt.host import records as records_mod
 from nova_rdt.virt import config as rdt_config
 from tests.functional.nova import base
 from tests.functional.nova import nova_api_paste_ini

@@ -18,15 +18,16 @@ import dataclasses
 import logging
 import os
 
-from nova_rdt import hostprep
-from nova_rdt import ovs
-from nova_rdt import pmdplan
-from nova_rdt import procinfo
-from nova_rdt import rdtclass
-from nova_rdt.hook import records as records_mod
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import naming
+from nova_rdt.host import ovs
+from nova_rdt.allocation import pmdplan
+from nova_rdt.host import procinfo
+from nova_rdt.allocation import rdtclass
+from nova_rdt.host import records as records_mod
 from nova_rdt.hook.hookinput import HookEvent
 from nova_rdt.hook.hookinput import safe_name
-from nova_rdt.hook.settings import HookSettings
+from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import OWNER_LIBVIRT
@@ -50,12 +51,16 @@ class ReconcileReport:
 
 
 class Agent:
-    def __init__(self, settings: HookSettings):
+    def __init__(self, settings: HookSettings, fs: Resctrl | None = None,
+                 records: records_mod.Records | None = None):
+        """``fs`` and ``records`` default to direct access (the hook runs
+        as root); nova-compute passes privsep-backed ones."""
         self.s = settings
-        self.fs = Resctrl(settings.resctrl_root, prefix=settings.group_prefix,
-                          sysfs_cpu=settings.sysfs_cpu_root,
-                          lock_timeout=settings.lock_timeout)
-        self.records = records_mod.Records(settings.state_path)
+        self.fs = fs or Resctrl(settings.resctrl_root,
+                                prefix=settings.group_prefix,
+                                sysfs_cpu=settings.sysfs_cpu_root,
+                                lock_timeout=settings.lock_timeout)
+        self.records = records or records_mod.Records(settings.state_path)
         self.classes = rdtclass.parse_all(settings.classes)
 
     # -- QEMU ------------------------------------------------------------
@@ -211,7 +216,7 @@ class Agent:
         recs, _bad = self.records.all()
         live = {r.rdt_class for r in recs if r.rdt_class and r.alive()}
         removed = []
-        infix = self.fs.prefix + rdtclass.GROUP_INFIX
+        infix = self.fs.prefix + naming.CLASS_INFIX
         with self.fs.locked():
             for g in self.fs.groups(with_mon=False):
                 if not g.name.startswith(infix):
@@ -235,7 +240,7 @@ class Agent:
         """Recompute the PMD group from scratch; returns a summary."""
         with self.fs.locked():
             caps = self.fs.capabilities()
-            layout = hostprep.plan(caps, self.s.reserved_host_ways,
+            layout = hostlayout.plan(caps, self.s.reserved_host_ways,
                                    self.s.pmd_shared_ways)
             root = self.fs.root_group().schemata()
             shares = {}
@@ -252,7 +257,7 @@ class Agent:
             plan = pmdplan.plan(
                 {name: sorted(res.domains) for name, res in caps.cache.items()},
                 layout.pmd, root, shares, mb_full)
-            gname = self.fs.prefix + hostprep.PMD_GROUP
+            gname = naming.pmd_group(self.fs.prefix)
             try:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:

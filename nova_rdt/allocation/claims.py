@@ -17,10 +17,9 @@ import threading
 import time
 from collections.abc import Iterable
 
-from nova_rdt import hoststate
-from nova_rdt import planner
-from nova_rdt.resctrl.groups import LIBVIRT_SHORT_NAME_MAX
-from nova_rdt.resctrl.groups import libvirt_short_name
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.allocation import naming
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Claim:
 
 def libvirt_domain_names(group_names: Iterable[str]) -> set[str]:
     """Short domain names of the libvirt groups among ``group_names``."""
-    return {n for n in map(libvirt_short_name, group_names) if n}
+    return {n for n in map(naming.libvirt_short_name, group_names) if n}
 
 
 class ClaimLedger:
@@ -53,7 +52,7 @@ class ClaimLedger:
         return sorted((c for c in self._claims.values()
                        if c.instance_uuid != exclude
                        and c.demand.needs_clos
-                       and c.domain_name[:LIBVIRT_SHORT_NAME_MAX]
+                       and naming.libvirt_short(c.domain_name)
                        not in allocated_names),
                       key=lambda c: c.seq)
 

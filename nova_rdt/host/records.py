@@ -14,7 +14,7 @@ import json
 import os
 import uuid as uuid_mod
 
-from nova_rdt import procinfo
+from nova_rdt.host import procinfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,13 +36,16 @@ class Record:
 
 class Records:
     def __init__(self, state_path: str):
+        self.state_path = state_path
         self.dir = os.path.join(state_path, "domains")
 
     def _path(self, uuid: str) -> str:
         return os.path.join(self.dir, f"{uuid_mod.UUID(uuid)}.json")
 
     def put(self, rec: Record) -> None:
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        # Readable by all: nova-compute and the exporter read records
+        # unprivileged; they name domains, which are no secret on a host.
+        os.makedirs(self.dir, mode=0o755, exist_ok=True)
         path = self._path(rec.uuid)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:

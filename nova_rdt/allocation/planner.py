@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from nova_rdt import hoststate
-from nova_rdt import spec
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import spec
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 

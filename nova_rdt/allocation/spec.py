@@ -28,6 +28,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities
 
 PREFIX = "rdt:"
@@ -36,7 +37,7 @@ MAX_NODES = 64
 _SIZE_RE = re.compile(r"^(?P<n>[1-9][0-9]{0,12})\s*(?P<unit>B|KiB|MiB|K|M)?$")
 _UNITS = {None: 1, "B": 1, "K": 1024, "KiB": 1024, "M": 1 << 20,
           "MiB": 1 << 20}
-_CLASS_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_CLASS_RE = naming.CLASS_NAME_RE
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 

@@ -1,10 +1,11 @@
-"""Host preparation: split the cache into the HOST and MANAGED domains.
+"""Host layout: split the cache into the HOST and MANAGED domains (pure).
 
 libvirt allocates only ways that no group holds, and after mount the root
 group holds them all.  So before any instance can get ways, the root's L3
 masks are shrunk to the reserved host ways (the HOST domain of the
 BarbequeRTRM split), and the OVS-DPDK PMD group gets its shared base ways
 at the top of the mask.  Everything between is what nova-rdt hands out.
+:mod:`nova_rdt.host.prep` writes the layout; this module only plans it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ import dataclasses
 
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
-from nova_rdt.resctrl import errors
-from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
-
-PMD_GROUP = "pmd"
-
 
 class HostPrepError(ValueError):
     """The [rdt] configuration cannot be honoured on this host."""
@@ -72,27 +68,3 @@ def plan(caps: caps_mod.Capabilities, reserved_ways: int,
         pmd["MB"] = {d: bw.unthrottled for d in bw.domain_ids}
     return Layout(Schemata(root), Schemata(pmd) if pmd else None,
                   managed or 0)
-
-
-def prepare(fs: Resctrl, reserved_ways: int, pmd_ways: int) -> dict:
-    """Apply :func:`plan` under the resctrl lock; idempotent.
-
-    Returns a summary for the log.  A kernel refusal propagates as the
-    library's ResctrlError, quoting ``last_cmd_status``.
-    """
-    with fs.locked():
-        caps = fs.capabilities()
-        layout = plan(caps, reserved_ways, pmd_ways)
-        if layout.root.lines:
-            fs.write_schemata(fs.root_group(), layout.root, allow_root=True)
-        pmd_name = fs.prefix + PMD_GROUP
-        if layout.pmd is not None:
-            try:
-                g = fs.group(pmd_name)
-            except errors.GroupNotFound:
-                g = fs.create_group(pmd_name)
-            fs.write_schemata(g, layout.pmd)
-        return {"root": layout.root.format().strip(),
-                "pmd": layout.pmd.format().strip() if layout.pmd else None,
-                "managed_ways": layout.managed_ways,
-                "pmd_group": pmd_name if layout.pmd else None}

@@ -10,10 +10,9 @@ every node).  Pure: parsing and checks only.
 from __future__ import annotations
 
 import dataclasses
-import re
+from nova_rdt.allocation import naming
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-GROUP_INFIX = "class-"
+NAME_RE = naming.CLASS_NAME_RE
 
 
 class ClassDefinitionError(ValueError):
@@ -27,7 +26,7 @@ class RdtClass:
     mb: int | None = None          # percent, or MBps on an mba_MBps mount
 
     def group_name(self, prefix: str) -> str:
-        return f"{prefix}{GROUP_INFIX}{self.name}"
+        return naming.class_group(prefix, self.name)
 
 
 def parse_one(text: str) -> RdtClass:

@@ -1,0 +1,71 @@
+"""Every name rule nova-rdt relies on, in one place.
+
+Names are how nova-rdt, libvirt and the operator's own tools share one
+resctrl mount, and how the driver's domain XML reaches the hook.  A rule
+that lived in two modules could drift, and a drift here means touching a
+group that is not ours.  This module is a leaf: it imports nothing of
+nova-rdt, so any layer (the resctrl library included) may use it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Groups nova-rdt creates are named <prefix><what>; the prefix is
+# ``[rdt] group_prefix``.
+DEFAULT_PREFIX = "nova-rdt-"
+PMD_SUFFIX = "pmd"
+CLASS_INFIX = "class-"
+
+# A name that is safe as one path component and as a shell word: a
+# conservative subset of what kernfs accepts, so a name taken from hostile
+# input can never be a path.  \Z, not $, so that a trailing newline fails.
+GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
+
+# rdt:class values and [rdt] classes names.
+CLASS_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}\Z")
+
+# libvirt's virResctrlAllocDeterminePath: "qemu-<domid>-<name>-vcpus_<list>",
+# where <name> is the domain name cut to 20 characters.
+LIBVIRT_GROUP_PREFIX_RE = re.compile(r"qemu-\d+-")
+LIBVIRT_GROUP_RE = re.compile(r"qemu-\d+-(?P<name>.+?)-vcpus_")
+LIBVIRT_SHORT_NAME_MAX = 20
+
+# The driver's <metadata> element, read back by the hook.
+METADATA_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
+METADATA_PREFIX = "nova-rdt"
+
+
+def pmd_group(prefix: str) -> str:
+    return prefix + PMD_SUFFIX
+
+
+def class_group(prefix: str, class_name: str) -> str:
+    return f"{prefix}{CLASS_INFIX}{class_name}"
+
+
+def class_of_group(prefix: str, group_name: str) -> str | None:
+    """The class a nova-rdt class group is for, or None."""
+    infix = prefix + CLASS_INFIX
+    if group_name.startswith(infix):
+        return group_name[len(infix):] or None
+    return None
+
+
+def is_libvirt_group(name: str) -> bool:
+    return LIBVIRT_GROUP_PREFIX_RE.match(name) is not None
+
+
+def libvirt_short_name(group_name: str) -> str | None:
+    """The (cut) domain name in a libvirt group's name, or None."""
+    m = LIBVIRT_GROUP_RE.match(group_name)
+    return m.group("name") if m else None
+
+
+def libvirt_short(domain_name: str) -> str:
+    """A domain name as libvirt cuts it into its group names."""
+    return domain_name[:LIBVIRT_SHORT_NAME_MAX]
+
+
+def is_safe_group_name(name: str) -> bool:
+    return isinstance(name, str) and GROUP_NAME_RE.match(name) is not None
