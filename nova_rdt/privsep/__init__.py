@@ -4,8 +4,8 @@ nova-compute does not run as root; resctrl files and the hook's state
 directory are root's.  As in ``nova/privsep/``, the context is small and
 each entry point does one privileged write with plain values:
 
-* :mod:`nova_rdt.privsep.resctrl`: write a schemata, ``tasks``,
-  ``cpus_list`` or ``mode`` file, mkdir or rmdir a group;
+* :mod:`nova_rdt.privsep.resctrl`: write a schemata, ``tasks`` or
+  ``cpus_list`` file, mkdir or rmdir a group;
 * :mod:`nova_rdt.privsep.state`: remove one of the hook's records.
 
 Everything else (reading resctrl, planning, the resctrl ``flock``, asking

@@ -21,7 +21,6 @@ _WRITABLE = {
     "schemata": {"root", "nova-rdt", "libvirt"},
     "tasks": {"root", "nova-rdt"},
     "cpus_list": {"root", "nova-rdt"},
-    "mode": {"nova-rdt"},
 }
 
 
@@ -125,12 +124,6 @@ def write_cpus(root: str, prefix: str, path: str, data: bytes) -> int:
 
 
 @sys_admin_pctxt.entrypoint
-def write_mode(root: str, prefix: str, path: str, data: bytes) -> int:
-    _check_write(root, prefix, path, "mode")
-    return _write(path, data)
-
-
-@sys_admin_pctxt.entrypoint
 def make_group(root: str, prefix: str, path: str) -> None:
     owner, parts = resolve(root, prefix, path, is_file=False)
     if owner != "nova-rdt":
@@ -147,7 +140,7 @@ def remove_group(root: str, prefix: str, path: str) -> None:
 
 
 _WRITERS = {"schemata": write_schemata, "tasks": write_tasks,
-            "cpus_list": write_cpus, "mode": write_mode}
+            "cpus_list": write_cpus}
 
 
 class PrivsepOps:

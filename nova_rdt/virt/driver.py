@@ -13,7 +13,8 @@ own behaviour, and without changing any of it:
   every path that builds a domain from scratch (spawn, hard reboot,
   resize/cold migration, rebuild/evacuate, unshelve, rescue), planned
   against live resctrl state plus pending claims;
-* a destination-side claim and an XML rewrite for live migration.
+* a destination-side claim and an XML rewrite for live migration
+  (:mod:`nova_rdt.virt.migration`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import dataclasses
 import functools
 
 from nova import exception
-from nova import objects
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -43,6 +43,7 @@ from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
+from nova_rdt.virt import migration
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -53,7 +54,8 @@ if "rdt" not in CONF:
 CLAIM_GRACE_S = 600.0
 
 
-class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
+class LibvirtRDTDriver(migration.LiveMigrationMixin,
+                        libvirt_driver.LibvirtDriver):
 
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
@@ -227,12 +229,9 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
             return
         state, allocated = live
         try:
-            d = planner.demand(
-                request or spec.RdtRequest((spec.NodeRequest(),), None,
-                                           None),
-                instance.flavor.vcpus,
-                guest_rdt.instance_cells(instance.numa_topology), state,
-                self._rdt_host_cells(), monitor_default)
+            d = guest_rdt.demand(request, instance.flavor.vcpus,
+                                 instance.numa_topology, state,
+                                 self._rdt_host_cells(), monitor_default)
         except planner.CannotHonour as e:
             self._rdt_refuse_or_ignore(instance, request, str(e))
             return
@@ -286,105 +285,3 @@ class LibvirtRDTDriver(libvirt_driver.LibvirtDriver):
             self._host.get_guest(instance)
         except exception.InstanceNotFound:
             self._rdt_claims.release(instance.uuid)
-
-    # -- live migration ------------------------------------------------
-
-    def post_claim_migrate_data(self, context, instance, migrate_data,
-                                claim):
-        """On the destination: plan and claim, or refuse the migration."""
-        migrate_data = super().post_claim_migrate_data(
-            context, instance, migrate_data, claim)
-        request = self._rdt_request(instance)
-        if request is None:
-            return migrate_data
-        live = self._rdt_live()
-        if live is None:
-            if CONF.rdt.missing_rdt_policy == "ignore":
-                return migrate_data
-            raise exception.MigrationPreCheckError(
-                reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")
-        state, allocated = live
-        try:
-            d = planner.demand(
-                request, instance.flavor.vcpus,
-                guest_rdt.instance_cells(claim.claimed_numa_topology),
-                state, self._rdt_host_cells(),
-                self._rdt_monitor_default(request))
-            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
-                                   allocated)
-        except planner.CannotHonour as e:
-            raise exception.MigrationPreCheckError(
-                reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
-                       f"RDT request: {e}")
-        return migrate_data
-
-    def rollback_live_migration_at_destination(self, context, instance,
-                                               network_info,
-                                               block_device_info,
-                                               destroy_disks=True,
-                                               migrate_data=None):
-        try:
-            return super().rollback_live_migration_at_destination(
-                context, instance, network_info, block_device_info,
-                destroy_disks=destroy_disks, migrate_data=migrate_data)
-        finally:
-            self._rdt_claims.release(instance.uuid)
-
-    def _live_migration_operation(self, context, instance, dest,
-                                  block_migration, migrate_data, guest,
-                                  device_names):
-        """On the source: hand libvirt the destination's RDT elements."""
-        rewrite = functools.partial(self._rdt_destination_xml, context,
-                                    instance, dest)
-        return super()._live_migration_operation(
-            context, instance, dest, block_migration, migrate_data,
-            _RewritingGuest(guest, rewrite), device_names)
-
-    def _rdt_destination_xml(self, context, instance, dest, xml):
-        request = self._rdt_request(instance)
-        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
-            context, dest)
-        state = hoststate.HostRdtState.from_stats(node.stats)
-        if request is None and not self._rdt_monitor_default(None):
-            return xml
-        if state is None:
-            LOG.warning("nova-rdt: %s publishes no RDT state; migrating "
-                        "without RDT elements", dest, instance=instance)
-            return guest_rdt.rewrite_xml(xml, [], None)
-        host_cells = {}
-        if node.numa_topology:
-            topo = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
-            host_cells = {c.id: frozenset(c.cpuset | c.pcpuset)
-                          for c in topo.cells}
-        mc = instance.migration_context
-        topology = mc.new_numa_topology if mc else instance.numa_topology
-        d = planner.demand(
-            request or spec.RdtRequest((spec.NodeRequest(),), None, None),
-            instance.flavor.vcpus, guest_rdt.instance_cells(topology),
-            state, host_cells, self._rdt_monitor_default(request))
-        caches, mems = guest_rdt.tunes(d, state)
-        LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
-                 dict(d.cache), dict(d.mb), instance=instance)
-        return guest_rdt.rewrite_xml(xml, caches + mems,
-                                     guest_rdt.metadata(request, d, state))
-
-
-class _RewritingGuest:
-    """A Guest whose migrate() passes the destination XML through a rewrite.
-
-    Nova builds the destination XML inside _live_migration_operation and
-    hands it straight to guest.migrate(); this is the one seam after it.
-    """
-
-    def __init__(self, guest, rewrite):
-        self._guest = guest
-        self._rewrite = rewrite
-
-    def __getattr__(self, name):
-        return getattr(self._guest, name)
-
-    def migrate(self, destination, *args, destination_xml=None, **kwargs):
-        if destination_xml is not None:
-            destination_xml = self._rewrite(destination_xml)
-        return self._guest.migrate(destination, *args,
-                                   destination_xml=destination_xml, **kwargs)

@@ -33,16 +33,17 @@ def instance_cells(numa_topology) -> list[planner.GuestCell] | None:
     return cells
 
 
-def migration_cells(numa_topology, cpu_pins: Mapping[str, set] | None
-                    ) -> list[planner.GuestCell] | None:
-    """Guest cells on a live migration's destination, from dst_numa_info."""
-    cells = instance_cells(numa_topology)
-    if cells is None or not cpu_pins:
-        return cells
-    pins = {int(v): frozenset(p) for v, p in cpu_pins.items()}
-    return [planner.GuestCell(c.index, c.vcpus, None,
-                              {v: pins[v] for v in c.vcpus if v in pins})
-            for c in cells]
+def demand(request: spec.RdtRequest | None, flavor_vcpus: int,
+           numa_topology, state: hoststate.HostRdtState,
+           host_cells: Mapping[int, frozenset[int]],
+           monitor_default: bool) -> planner.Demand:
+    """Plan an instance on ``state``: one place for every path (build,
+    live-migration claim, destination XML).  No request means a
+    monitoring-only demand under ``[rdt] monitor_default``."""
+    return planner.demand(
+        request or spec.RdtRequest((spec.NodeRequest(),), None, None),
+        flavor_vcpus, instance_cells(numa_topology), state, host_cells,
+        monitor_default)
 
 
 def request_for(instance) -> spec.RdtRequest | None:

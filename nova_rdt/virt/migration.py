@@ -1,0 +1,131 @@
+"""Live migration with RDT: a destination claim and an XML rewrite.
+
+libvirt re-creates the domain's resctrl groups on the destination from
+the XML it is handed, so the source must hand it the destination's
+cachetunes (planned from the destination's published state), and the
+destination must claim the ways before the migration starts, or refuse
+it so that the scheduler can pick another host.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from nova import exception
+from nova import objects
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.virt import guest_rdt
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+
+class LiveMigrationMixin:
+    """The live-migration overrides of :class:`LibvirtRDTDriver`.
+
+    Mixed in before ``LibvirtDriver``, so ``super()`` is Nova's driver;
+    it uses the driver's ``_rdt_*`` helpers for requests, live state and
+    claims.
+    """
+
+    def post_claim_migrate_data(self, context, instance, migrate_data,
+                                claim):
+        """On the destination: plan and claim, or refuse the migration."""
+        migrate_data = super().post_claim_migrate_data(
+            context, instance, migrate_data, claim)
+        request = self._rdt_request(instance)
+        if request is None:
+            return migrate_data
+        live = self._rdt_live()
+        if live is None:
+            if CONF.rdt.missing_rdt_policy == "ignore":
+                return migrate_data
+            raise exception.MigrationPreCheckError(
+                reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")
+        state, allocated = live
+        try:
+            d = guest_rdt.demand(request, instance.flavor.vcpus,
+                                 claim.claimed_numa_topology, state,
+                                 self._rdt_host_cells(),
+                                 self._rdt_monitor_default(request))
+            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
+                                   allocated)
+        except planner.CannotHonour as e:
+            raise exception.MigrationPreCheckError(
+                reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
+                       f"RDT request: {e}")
+        return migrate_data
+
+    def rollback_live_migration_at_destination(self, context, instance,
+                                               network_info,
+                                               block_device_info,
+                                               destroy_disks=True,
+                                               migrate_data=None):
+        try:
+            return super().rollback_live_migration_at_destination(
+                context, instance, network_info, block_device_info,
+                destroy_disks=destroy_disks, migrate_data=migrate_data)
+        finally:
+            self._rdt_claims.release(instance.uuid)
+
+    def _live_migration_operation(self, context, instance, dest,
+                                  block_migration, migrate_data, guest,
+                                  device_names):
+        """On the source: hand libvirt the destination's RDT elements."""
+        rewrite = functools.partial(self._rdt_destination_xml, context,
+                                    instance, dest)
+        return super()._live_migration_operation(
+            context, instance, dest, block_migration, migrate_data,
+            _RewritingGuest(guest, rewrite), device_names)
+
+    def _rdt_destination_xml(self, context, instance, dest, xml):
+        request = self._rdt_request(instance)
+        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            context, dest)
+        state = hoststate.HostRdtState.from_stats(node.stats)
+        if request is None and not self._rdt_monitor_default(None):
+            return xml
+        if state is None:
+            LOG.warning("nova-rdt: %s publishes no RDT state; migrating "
+                        "without RDT elements", dest, instance=instance)
+            return guest_rdt.rewrite_xml(xml, [], None)
+        host_cells = {}
+        if node.numa_topology:
+            topo = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
+            host_cells = {c.id: frozenset(c.cpuset | c.pcpuset)
+                          for c in topo.cells}
+        mc = instance.migration_context
+        topology = mc.new_numa_topology if mc else instance.numa_topology
+        d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
+                             state, host_cells,
+                             self._rdt_monitor_default(request))
+        caches, mems = guest_rdt.tunes(d, state)
+        LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
+                 dict(d.cache), dict(d.mb), instance=instance)
+        return guest_rdt.rewrite_xml(xml, caches + mems,
+                                     guest_rdt.metadata(request, d, state))
+
+
+class _RewritingGuest:
+    """A Guest whose migrate() passes the destination XML through a rewrite.
+
+    Nova builds the destination XML inside _live_migration_operation and
+    hands it straight to guest.migrate(); this is the one seam after it.
+    """
+
+    def __init__(self, guest, rewrite):
+        self._guest = guest
+        self._rewrite = rewrite
+
+    def __getattr__(self, name):
+        return getattr(self._guest, name)
+
+    def migrate(self, destination, *args, destination_xml=None, **kwargs):
+        if destination_xml is not None:
+            destination_xml = self._rewrite(destination_xml)
+        return self._guest.migrate(destination, *args,
+                                   destination_xml=destination_xml, **kwargs)
