@@ -13,11 +13,13 @@ cd "$(dirname "$0")/.."
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
           mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
           libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev
-          prometheus chromium rabbitmq-server shellcheck)
+          gcc prometheus chromium rabbitmq-server shellcheck)
 missing=()
+# One dpkg-query for all: the fast path when everything is installed.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" \
+            2>/dev/null | awk '$NF == "installed" {print $1}')
 for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
-        || missing+=("$p")
+    grep -qx "$p" <<<"$installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
@@ -60,6 +62,12 @@ fi
 # source file is newer than the last install.
 if [ ! -f "$stamp" ] || [ -n "$(find nova_rdt nova tempest_plugin \
         libvirt_hooks etc -newer "$stamp" -print -quit 2>/dev/null)" ]; then
-    .venv/bin/pip install -q --no-deps .
+    # pip's build chatter (setuptools deprecation notices) goes to a log;
+    # it is shown only if the install fails.
+    log=.venv/nova-rdt-install.log
+    if ! .venv/bin/pip install -q --no-deps . >"$log" 2>&1; then
+        cat "$log" >&2
+        exit 1
+    fi
     touch "$stamp"
 fi
