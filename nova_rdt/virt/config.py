@@ -2,9 +2,10 @@
 
 Nova has no classes for ``<cachetune>``/``<memorytune>`` (its
 ``LibvirtConfigGuestMemoryTune`` is ``<memtune>``), so they live here.
-:class:`RdtCPUTune` extends Nova's ``<cputune>`` object rather than
-replacing it, so vcpupin, emulatorpin, shares and vcpusched render exactly
-as Nova made them.
+:class:`LibvirtConfigGuestRdtCPUTune` extends Nova's ``<cputune>`` object
+rather than replacing it, so vcpupin, emulatorpin, shares and vcpusched
+render exactly as Nova made them.  Each object has ``format_dom`` and
+``parse_dom``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
+from nova_rdt.allocation import metadata
 from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities as caps_mod
 
@@ -150,7 +152,7 @@ class LibvirtConfigGuestRdtMemoryTune(vconfig.LibvirtConfigObject):
                 self.monitors.append(m)
 
 
-class RdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
+class LibvirtConfigGuestRdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
     """Nova's ``<cputune>`` plus cachetunes and memorytunes."""
 
     def __init__(self, **kwargs):
@@ -160,7 +162,7 @@ class RdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
 
     @classmethod
     def extending(cls, base: vconfig.LibvirtConfigGuestCPUTune | None
-                  ) -> RdtCPUTune:
+                  ) -> LibvirtConfigGuestRdtCPUTune:
         """A copy of Nova's cputune that can also carry RDT elements."""
         new = cls()
         if base is not None:
@@ -176,16 +178,27 @@ class RdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
             e.append(t.format_dom())
         return e
 
+    def parse_dom(self, xmldoc):
+        super().parse_dom(xmldoc)
+        for child in xmldoc:
+            if child.tag == "cachetune":
+                t = LibvirtConfigGuestCacheTune()
+                t.parse_dom(child)
+                self.cachetunes.append(t)
+            elif child.tag == "memorytune":
+                m = LibvirtConfigGuestRdtMemoryTune()
+                m.parse_dom(child)
+                self.memorytunes.append(m)
+
 
 class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
-    """nova-rdt's record in ``<metadata>``: what the hook and agent act on.
+    """nova-rdt's record in ``<metadata>``, as a Nova config object.
 
-    It marks the domain as managed by nova-rdt and carries what libvirt's
-    own elements cannot: PMD sharing, the class, MB in MBps, and the ways
-    asked for on each cache id.
+    The element itself is :class:`nova_rdt.allocation.metadata.RdtMetadata`,
+    the class the libvirt hook reads it back with.
     """
 
-    VERSION = "1"
+    VERSION = metadata.VERSION
 
     def __init__(self):
         super().__init__(root_name="instance", ns_prefix=NOVA_RDT_PREFIX,
@@ -197,27 +210,21 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
         self.cache: list[tuple[int, str, int]] = []    # id, type, ways
         self.mb: list[tuple[int, int, str]] = []       # id, value, unit
 
+    def _record(self) -> metadata.RdtMetadata:
+        return metadata.RdtMetadata(
+            vcpus=frozenset(self.vcpus), pmd_share=self.pmd_share,
+            rdt_class=self.rdt_class, monitor=self.monitor,
+            cache=list(self.cache), mb=list(self.mb))
+
     def format_dom(self):
-        e = super().format_dom()
-        e.set("version", self.VERSION)
-        e.append(self._text_node("vcpus", _cpuset(self.vcpus)))
-        e.append(self._text_node("pmd-share", str(self.pmd_share).lower()))
-        e.append(self._text_node("monitor", str(self.monitor).lower()))
-        if self.rdt_class:
-            e.append(self._text_node("class", self.rdt_class))
-        for cid, kind, ways in self.cache:
-            c = self._new_node("cache")
-            c.set("id", str(cid))
-            c.set("type", kind)
-            c.set("ways", str(ways))
-            e.append(c)
-        for mid, value, unit in self.mb:
-            m = self._new_node("mb")
-            m.set("id", str(mid))
-            m.set("value", str(value))
-            m.set("unit", unit)
-            e.append(m)
-        return e
+        return self._record().format_dom()
+
+    def parse_dom(self, xmldoc):
+        rec = metadata.RdtMetadata.parse_dom(xmldoc)
+        self.vcpus = set(rec.vcpus)
+        self.pmd_share, self.monitor = rec.pmd_share, rec.monitor
+        self.rdt_class = rec.rdt_class
+        self.cache, self.mb = list(rec.cache), list(rec.mb)
 
 
 def _to_kib(size: int, unit: str) -> int:

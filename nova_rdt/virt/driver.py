@@ -243,7 +243,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 reason=f"nova-rdt: {e}")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
-            guest.cputune = rdt_config.RdtCPUTune.extending(guest.cputune)
+            guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(guest.cputune)
             guest.cputune.cachetunes = caches
             guest.cputune.memorytunes = mems
         guest.metadata.append(guest_rdt.metadata(request, d, state))

@@ -1,0 +1,164 @@
+"""nova-rdt's ``<metadata>`` record: the contract between driver and hook.
+
+The driver writes it into every domain it builds; the libvirt hook, which
+runs as root on XML that anyone able to define a domain controls, reads
+it back.  One class does both (``format_dom`` and ``parse_dom``, as
+Nova's ``LibvirtConfigObject`` does), so the two cannot drift, and the
+reading side is strict: bounded values, known versions, known names.
+It marks the domain as managed by nova-rdt and carries what libvirt's
+own elements cannot: PMD sharing, the class, MB in MBps, and the ways
+asked for on each cache id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lxml import etree
+
+from nova_rdt.allocation import naming
+from nova_rdt.resctrl import capabilities
+
+VERSION = "1"
+MAX_VCPU = 4095              # libvirt's and QEMU's largest vCPU id
+MAX_ID = 9999                # cache and node ids
+MAX_VALUE = 0xFFFFFFFF       # MB values are u32 in the kernel
+CACHE_TYPES = ("both", "code", "data")
+MB_UNITS = ("percent", "MBps")
+
+
+class MetadataError(ValueError):
+    """The record is not one this version writes."""
+
+
+@dataclasses.dataclass
+class RdtMetadata:
+    vcpus: frozenset[int] = frozenset()
+    pmd_share: bool = False
+    rdt_class: str | None = None
+    monitor: bool = False
+    cache: list[tuple[int, str, int]] = dataclasses.field(
+        default_factory=list)           # cache id, type, ways
+    mb: list[tuple[int, int, str]] = dataclasses.field(
+        default_factory=list)           # node id, value, unit
+
+    TAG = f"{{{naming.METADATA_NS}}}instance"
+
+    def mb_mbps(self) -> tuple[tuple[int, int], ...]:
+        """(node, MBps) pairs: what the hook writes for libvirt."""
+        return tuple(sorted({i: v for i, v, u in self.mb
+                             if u == "MBps"}.items()))
+
+    # -- writing -------------------------------------------------------
+
+    def format_dom(self) -> etree._Element:
+        nsmap = {naming.METADATA_PREFIX: naming.METADATA_NS}
+        e = etree.Element(self.TAG, nsmap=nsmap)
+        e.set("version", VERSION)
+        _text(e, "vcpus", capabilities.format_cpu_list(self.vcpus))
+        _text(e, "pmd-share", _bool_text(self.pmd_share))
+        _text(e, "monitor", _bool_text(self.monitor))
+        if self.rdt_class:
+            _text(e, "class", self.rdt_class)
+        for cid, kind, ways in self.cache:
+            etree.SubElement(e, _q("cache"), id=str(cid), type=kind,
+                             ways=str(ways))
+        for mid, value, unit in self.mb:
+            etree.SubElement(e, _q("mb"), id=str(mid), value=str(value),
+                             unit=unit)
+        return e
+
+    # -- reading (hostile input) ---------------------------------------
+
+    @classmethod
+    def parse_dom(cls, e: etree._Element) -> RdtMetadata:
+        if e.tag != cls.TAG:
+            raise MetadataError(f"not a nova-rdt <instance> element: "
+                                f"{e.tag!r}")
+        version = e.get("version")
+        if version != VERSION:
+            raise MetadataError(f"nova-rdt metadata version {version!r} is "
+                                f"not understood by this version")
+
+        # Not stripped: the driver writes no whitespace, and a value the
+        # hook would read differently from the regex check is refused.
+        def text(tag: str) -> str | None:
+            found = e.find(_q(tag))
+            if found is None or not found.text:
+                return None
+            return str(found.text)
+
+        rdt_class = text("class")
+        if rdt_class is not None and \
+                not naming.CLASS_NAME_RE.match(rdt_class):
+            raise MetadataError(f"nova-rdt metadata class {rdt_class!r} "
+                                f"refused")
+        cache = []
+        for c in e.findall(_q("cache")):
+            kind = c.get("type") or ""
+            if kind not in CACHE_TYPES:
+                raise MetadataError(f"nova-rdt metadata cache type "
+                                    f"{kind!r} refused")
+            cache.append((_number(c.get("id"), "cache id", MAX_ID), kind,
+                          _number(c.get("ways"), "cache ways", 64)))
+        mb = []
+        for m in e.findall(_q("mb")):
+            unit = m.get("unit") or ""
+            if unit not in MB_UNITS:
+                raise MetadataError(f"nova-rdt metadata mb unit {unit!r} "
+                                    f"refused")
+            value = _number(m.get("value"), "mb value", MAX_VALUE)
+            if value < 1:
+                raise MetadataError("nova-rdt metadata mb value 0 refused")
+            mb.append((_number(m.get("id"), "mb id", MAX_ID), value, unit))
+        return cls(vcpus=_parse_cpus(text("vcpus") or ""),
+                   pmd_share=_parse_bool(text("pmd-share"), "pmd-share"),
+                   rdt_class=rdt_class,
+                   monitor=_parse_bool(text("monitor"), "monitor"),
+                   cache=cache, mb=mb)
+
+
+def _q(tag: str) -> str:
+    return f"{{{naming.METADATA_NS}}}{tag}"
+
+
+def _text(parent: etree._Element, tag: str, value: str) -> None:
+    etree.SubElement(parent, _q(tag)).text = value
+
+
+def _bool_text(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _parse_bool(text: str | None, what: str) -> bool:
+    if text in (None, "false"):
+        return False
+    if text == "true":
+        return True
+    raise MetadataError(f"nova-rdt metadata {what}={text!r} is not true or "
+                        f"false")
+
+
+def _number(text: str | None, what: str, hi: int) -> int:
+    # ASCII digits only (str.isdigit() also takes '²' and '٤'), and short
+    # enough that int() is cheap.
+    if not text or len(text) > 10 or not text.isascii() \
+            or not text.isdigit() or int(text) > hi:
+        raise MetadataError(f"nova-rdt metadata {what} {text!r} refused "
+                            f"(0-{hi})")
+    return int(text)
+
+
+def _parse_cpus(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        a = _number(lo, "vCPU", MAX_VCPU)
+        b = _number(hi, "vCPU", MAX_VCPU) if sep else a
+        if b < a:
+            raise MetadataError(f"nova-rdt metadata vCPU range {part!r} "
+                                f"runs backwards")
+        out.update(range(a, b + 1))
+    return frozenset(out)
