@@ -9,6 +9,7 @@ every node).  Pure: parsing and checks only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import dataclasses
 from nova_rdt.allocation import naming
 
@@ -56,7 +57,7 @@ def parse_one(text: str) -> RdtClass:
     return RdtClass(name, values["l3_ways"], values.get("mb"))
 
 
-def parse_all(texts) -> dict[str, RdtClass]:
+def parse_all(texts: Iterable[str] | None) -> dict[str, RdtClass]:
     classes: dict[str, RdtClass] = {}
     for text in texts or ():
         c = parse_one(text)

@@ -6,13 +6,20 @@ stable JSON document for scripts (``nova-rdt host show``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Iterator
 import dataclasses
 import string
+from typing import Any
+from typing import TypeVar
 
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
-from nova_rdt.resctrl.groups import Group, Resctrl
+from nova_rdt.resctrl.groups import Group
+from nova_rdt.resctrl.groups import Resctrl
+
+T = TypeVar("T")
 
 JSON_VERSION = 1
 
@@ -63,7 +70,7 @@ class HostView:
         return cbm.free_runs(self.used_mask(resource, domain),
                              self.caps.cache[resource].cbm_len)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "version": JSON_VERSION,
             "capabilities": self.caps.to_dict(),
@@ -93,7 +100,7 @@ class HostView:
 
 
 def _group_state(g: Group) -> GroupState:
-    def optional(fn, default):
+    def optional(fn: Callable[[], T], default: T) -> T:
         try:
             return fn()
         except (errors.GroupNotFound, FileNotFoundError):
@@ -105,8 +112,8 @@ def _group_state(g: Group) -> GroupState:
         parent=None if g.parent is None else (g.parent or "/"),
         mode=optional(g.mode, None) if g.kind == "ctrl" else None,
         schemata={k: dict(v) for k, v in sch.lines.items()} if sch else {},
-        cpus=tuple(sorted(optional(g.cpus, set()))),
-        task_count=len(optional(g.tasks, [])))
+        cpus=tuple(sorted(optional(g.cpus, set[int]()))),
+        task_count=len(optional(g.tasks, list[int]())))
 
 
 def _size(n: int | None) -> str:
@@ -118,7 +125,7 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def _render(v: HostView):
+def _render(v: HostView) -> Iterator[str]:
     c = v.caps
     yield f"resctrl root: {c.root}"
     yield (f"CLOS: {c.clos_count} ({c.usable_clos} for groups besides the "
@@ -133,12 +140,12 @@ def _render(v: HostView):
             yield (f"  cache id {d.id}: {_size(d.size)}, "
                    f"{_size(r.way_size(d.id))} per way, CPUs "
                    f"{caps_mod.format_cpu_list(d.cpus) or '?'}")
-    for r in c.bandwidth.values():
-        yield (f"{r.name}: granularity {r.bandwidth_gran}, min "
-               f"{r.min_bandwidth}, max {r.max_bandwidth or '-'}, units "
-               f"{r.units}, delay_linear {int(r.delay_linear)}, "
-               f"{r.num_closids} CLOS, domains "
-               f"{','.join(map(str, r.domain_ids))}")
+    for bw in c.bandwidth.values():
+        yield (f"{bw.name}: granularity {bw.bandwidth_gran}, min "
+               f"{bw.min_bandwidth}, max {bw.max_bandwidth or '-'}, units "
+               f"{bw.units}, delay_linear {int(bw.delay_linear)}, "
+               f"{bw.num_closids} CLOS, domains "
+               f"{','.join(map(str, bw.domain_ids))}")
     for m in c.monitoring.values():
         yield (f"{m.resource} monitoring: {', '.join(m.features) or 'none'}; "
                f"{m.num_rmids} RMIDs")
@@ -147,7 +154,8 @@ def _render(v: HostView):
 
     yield ""
     yield "Groups"
-    rows = [("GROUP", "OWNER", "MODE", "SCHEMATA", "CPUS", "TASKS")]
+    rows: list[tuple[str, ...]] = [
+        ("GROUP", "OWNER", "MODE", "SCHEMATA", "CPUS", "TASKS")]
     for g in v.groups:
         sch = " ".join(
             f"{r}:" + ";".join(
@@ -158,25 +166,26 @@ def _render(v: HostView):
                      caps_mod.format_cpu_list(g.cpus) or "-",
                      str(g.task_count)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        yield "  " + "  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip()
+    for row in rows:
+        yield "  " + "  ".join(s.ljust(w)
+                               for s, w in zip(row, widths)).rstrip()
 
     for res, info in c.cache.items():
         yield ""
         yield (f"{res} free contiguous runs (ways no group holds, root "
                f"included: what libvirt can allocate)")
-        for d in info.domains:
-            free = v.free_runs(res, d)
-            yield f"  cache id {d}: " + (
-                ", ".join(f"{r.length} ways at {r.start} (mask {r.mask:x})"
-                          for r in free) or "none")
+        for dom in info.domains:
+            free = v.free_runs(res, dom)
+            yield f"  cache id {dom}: " + (
+                ", ".join(f"{f.length} ways at {f.start} (mask {f.mask:x})"
+                          for f in free) or "none")
         yield from _render_waymap(v, res)
 
 
-def _render_waymap(v: HostView, res: str):
+def _render_waymap(v: HostView, res: str) -> Iterator[str]:
     info = v.caps.cache[res]
     n = info.cbm_len
-    letters = {}
+    letters: dict[str, str] = {}
     for g in v.groups:
         if g.schemata.get(res):
             letters[g.name] = (string.ascii_uppercase + string.ascii_lowercase
@@ -185,7 +194,7 @@ def _render_waymap(v: HostView, res: str):
     yield f"{res} way map (way {n - 1} left, way 0 right, as in a mask)"
     yield "  '.' free, a letter: the one group holding the way, '#': shared"
     yield "  cache  " + " ".join(f"{w:>2}" for w in reversed(range(n)))
-    shared = set()
+    shared: set[tuple[int, int, tuple[str, ...]]] = set()
     for d in info.domains:
         cells = []
         for way, holders in reversed(list(enumerate(v.holders(res, d)))):
@@ -197,6 +206,7 @@ def _render_waymap(v: HostView, res: str):
                 cells.append(" #")
                 shared.add((d, way, tuple(holders)))
         yield f"  {d:>5}  " + " ".join(cells)
-    yield "  legend: " + ", ".join(f"{l}={name}" for name, l in letters.items())
-    for d, way, holders in sorted(shared):
-        yield f"  shared: cache {d} way {way}: {', '.join(holders)}"
+    yield "  legend: " + ", ".join(f"{letter}={name}"
+                                   for name, letter in letters.items())
+    for dom, way, names in sorted(shared):
+        yield f"  shared: cache {dom} way {way}: {', '.join(names)}"
