@@ -9,9 +9,13 @@ open file continue from that text, so a reader never sees half of two
 states.
 
 Names and attributes are cached by the VFS for a second (entry and attr
-timeouts): resctrl's tree changes only through mkdir/rmdir on this mount,
-which invalidate what they touch, so the cache never serves a stale
+timeouts): resctrl's tree changes only through mkdir/rmdir/rename on this
+mount, which invalidate what they touch, so the cache never serves a stale
 group, and each open no longer costs a lookup per path component.
+
+Every request passes the caller's pid (as FUSE reports it, in the server's
+PID namespace) to the model, which resolves ``tasks`` pids in the caller's
+namespace as the kernel does.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import time
 
 import mfusepy
 
-from nova_rdt.emulator.kernel import KernelError, ResctrlKernel
+from nova_rdt.emulator.kernel import KernelError
+from nova_rdt.emulator.kernel import ResctrlKernel
 
 
 class ResctrlFuse(mfusepy.Operations):
@@ -44,13 +49,12 @@ class ResctrlFuse(mfusepy.Operations):
                 raise mfusepy.FuseOSError(e.errno) from None
 
     def getattr(self, path, fh=None):
-        kind, writable = self._call(self.kernel.stat, path)
+        kind, mode = self._call(self.kernel.stat, path)
         t = self._mounted_ns
         common = {"st_uid": 0, "st_gid": 0, "st_atime": t, "st_mtime": t,
                   "st_ctime": t}
         if kind == "dir":
-            return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2, **common}
-        mode = 0o644 if writable else 0o444
+            return {"st_mode": stat.S_IFDIR | mode, "st_nlink": 2, **common}
         return {"st_mode": stat.S_IFREG | mode, "st_nlink": 1, "st_size": 0,
                 **common}
 
@@ -58,10 +62,16 @@ class ResctrlFuse(mfusepy.Operations):
         return [".", ".."] + self._call(self.kernel.listdir, path)
 
     def open(self, path, flags):
-        kind, writable = self._call(self.kernel.stat, path)
+        kind, mode = self._call(self.kernel.stat, path)
         if kind == "dir":
             raise mfusepy.FuseOSError(errno.EISDIR)
-        if flags & (0o1 | 0o2) and not writable:
+        # kernfs_fop_open() with KERNFS_ROOT_EXTRA_OPEN_PERM_CHECK: even
+        # root cannot open for writing a file without write bits, or for
+        # reading one without read bits.
+        acc = flags & 0o3
+        if acc in (0o1, 0o2) and not mode & 0o222:
+            raise mfusepy.FuseOSError(errno.EACCES)
+        if acc in (0o0, 0o2) and not mode & 0o444:
             raise mfusepy.FuseOSError(errno.EACCES)
         with self._lock:
             fh = self._next_fh
@@ -71,7 +81,9 @@ class ResctrlFuse(mfusepy.Operations):
     def read(self, path, size, offset, fh):
         data = self._texts.get(fh) if offset else None
         if data is None:
-            data = self._call(self.kernel.read, path).encode()
+            caller = mfusepy.fuse_get_context()[2]
+            data = self._call(self.kernel.read, path, caller).encode(
+                "latin-1")
             self._texts[fh] = data
         return data[offset:offset + size]
 
@@ -94,6 +106,10 @@ class ResctrlFuse(mfusepy.Operations):
 
     def rmdir(self, path):
         self._call(self.kernel.rmdir, path)
+        return 0
+
+    def rename(self, old, new):
+        self._call(self.kernel.rename, old, new)
         return 0
 
     def unlink(self, path):

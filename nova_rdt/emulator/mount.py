@@ -19,6 +19,7 @@ import time
 
 from nova_rdt.emulator import profiles as profiles_mod
 from nova_rdt.emulator import topology
+from nova_rdt.emulator import versions
 
 RESCTRL_PATH = "/sys/fs/resctrl"
 
@@ -47,8 +48,12 @@ class Emulator:
 
     def __init__(self, profile: str = profiles_mod.DEFAULT_PROFILE,
                  mountpoint: str | None = None,
-                 state_dir: str | None = None):
+                 state_dir: str | None = None,
+                 kernel: str | None = None):
         self.profile = profiles_mod.get(profile)
+        # Resolved here, so a bad version is a clear error in the caller
+        # and the child serves exactly this release.
+        self.kernel = versions.resolve(kernel)
         self._own_state = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="nova-rdt-emu-")
         self.mountpoint = mountpoint or os.path.join(self.state_dir, "resctrl")
@@ -65,7 +70,8 @@ class Emulator:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nova_rdt.emulator.serve",
-             "--profile", self.profile.name, "--mountpoint", self.mountpoint],
+             "--profile", self.profile.name, "--mountpoint", self.mountpoint,
+             "--kernel", str(self.kernel)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + timeout
@@ -118,7 +124,8 @@ class Emulator:
         self.stop()
 
 
-def run_in_namespace(profile: str, command: list[str]) -> int:
+def run_in_namespace(profile: str, command: list[str],
+                     kernel: str | None = None) -> int:
     """Run ``command`` where /sys/fs/resctrl is the emulator.
 
     Re-executes this module under ``unshare --mount`` so that every mount
@@ -129,13 +136,15 @@ def run_in_namespace(profile: str, command: list[str]) -> int:
         raise EmulatorError(reason)
     if not shutil.which("unshare"):
         raise EmulatorError("unshare (util-linux) is not installed")
+    release = str(versions.resolve(kernel))
     return subprocess.call(
         ["unshare", "--mount", "--propagation", "private", "--",
-         sys.executable, "-m", "nova_rdt.emulator.mount", profile, "--"]
-        + command)
+         sys.executable, "-m", "nova_rdt.emulator.mount", profile, release,
+         "--"] + command)
 
 
-def _namespace_main(profile: str, command: list[str]) -> int:
+def _namespace_main(profile: str, command: list[str],
+                    kernel: str | None = None) -> int:
     """Inside the private namespace: build /sys/fs/resctrl, run, tear down."""
     work = tempfile.mkdtemp(prefix="nova-rdt-ns-")
     aside = os.path.join(work, "sysfs-fs")
@@ -156,7 +165,7 @@ def _namespace_main(profile: str, command: list[str]) -> int:
               os.path.join("/sys/fs", name))
     os.mkdir(RESCTRL_PATH)
     emu = Emulator(profile, mountpoint=RESCTRL_PATH,
-                   state_dir=os.path.join(work, "emulator"))
+                   state_dir=os.path.join(work, "emulator"), kernel=kernel)
     try:
         emu.start()
         topology.bind_over_host(emu.profile, os.path.join(work, "topology"))
@@ -173,4 +182,5 @@ def _namespace_main(profile: str, command: list[str]) -> int:
 if __name__ == "__main__":
     _args = sys.argv[1:]
     _sep = _args.index("--")
-    sys.exit(_namespace_main(_args[0], _args[_sep + 1:]))
+    sys.exit(_namespace_main(_args[0], _args[_sep + 1:],
+                             _args[1] if _sep > 1 else None))

@@ -56,6 +56,9 @@ class Profile:
     cdp: bool = False             # mounted with -o cdp
     mba_mbps: bool = False        # mounted with -o mba_MBps
     l3_ways_of_associativity: int | None = None
+    # get_prefetch_disable_bits() knows the part: cache pseudo-locking
+    # works (Broadwell-X and the Goldmont Atoms only).
+    pseudo_locking: bool = False
 
     @property
     def num_cpus(self) -> int:
@@ -91,29 +94,34 @@ PROFILES = {p.name: p for p in (
         monitor=_CASCADE_LAKE_MON),
     Profile(
         name="e7-8890-v4",
-        description="4-socket Xeon E7-8890 v4 (Broadwell): 60 MiB L3, "
-                    "20 ways, 16 CLOS; no MBA",
+        description="4-socket Xeon E7-8890 v4 (Broadwell-X): 60 MiB L3, "
+                    "20 ways, 16 CLOS; no MBA; cache pseudo-locking",
         domains=4, cpus_per_domain=48,
         l3=CacheProfile(level=3, size=61440 * KiB, cbm_len=20,
                         num_closids=16, cdp_capable=True),
-        monitor=MonitorProfile(num_rmids=176)),
+        monitor=MonitorProfile(num_rmids=176), pseudo_locking=True),
     Profile(
         name="e5-2658-v3",
         description="2-socket Xeon E5-2658 v3 (Haswell, ONP app note): 30 MiB "
                     "L3, 20 ways, 4 CLOS, min 2 bits; CAT + CMT, no MBA",
         domains=2, cpus_per_domain=24,
-        # Haswell server CAT: 4 CLOS and at least two bits per mask
-        # (kernel cache_alloc_hsw_probe()).
+        # Haswell server CAT, as cache_alloc_hsw_probe() sets it up: 4
+        # CLOS, at least two bits per mask, ways 18-19 shared with
+        # hardware (shareable_bits 0xc0000).
         l3=CacheProfile(level=3, size=30720 * KiB, cbm_len=20,
-                        num_closids=4, min_cbm_bits=2),
+                        num_closids=4, min_cbm_bits=2,
+                        shareable_bits=0xC0000),
         monitor=MonitorProfile(num_rmids=64, features=("llc_occupancy",))),
     Profile(
         name="amd-epyc",
         description="1-socket AMD EPYC 7313 (Milan): 4 CCDs of 32 MiB L3, "
                     "16 ways, sparse masks, 16 CLOS; MB in 1/8 GB/s units",
         domains=4, cpus_per_domain=8,
+        # AMD L3 is CDP-capable, so max_name_width allows for "L3CODE"
+        # even when mounted without cdp.
         l3=CacheProfile(level=3, size=32 * MiB, cbm_len=16, num_closids=16,
-                        min_cbm_bits=0, sparse_masks=True),
+                        min_cbm_bits=0, sparse_masks=True,
+                        cdp_capable=True),
         bandwidth=(BandwidthProfile(
             name="MB", num_closids=16, bandwidth_gran=1, min_bandwidth=0,
             max_bandwidth=2048, delay_linear=False,

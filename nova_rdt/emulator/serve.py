@@ -7,6 +7,7 @@ import sys
 
 from nova_rdt.emulator import fusefs
 from nova_rdt.emulator import profiles
+from nova_rdt.emulator import versions
 from nova_rdt.emulator.kernel import ResctrlKernel
 
 
@@ -14,9 +15,17 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="nova-rdt-emulator-serve")
     p.add_argument("--profile", default=profiles.DEFAULT_PROFILE)
     p.add_argument("--mountpoint", required=True)
+    p.add_argument("--kernel", default=None,
+                   help="kernel release to behave as, X.Y (default: "
+                        "$NOVA_RDT_EMULATOR_KERNEL, else the running "
+                        f"kernel when >= 5.14, else {versions.FALLBACK})")
     args = p.parse_args(argv)
-    kernel = ResctrlKernel(profiles.get(args.profile))
-    fusefs.serve(kernel, args.mountpoint)
+    try:
+        profile = profiles.get(args.profile)
+        kernel = versions.resolve(args.kernel)
+    except ValueError as e:
+        p.error(str(e))
+    fusefs.serve(ResctrlKernel(profile, kernel=kernel), args.mountpoint)
     return 0
 
 

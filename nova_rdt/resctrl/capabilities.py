@@ -7,10 +7,14 @@ the emulator.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Mapping
 import dataclasses
 import glob
 import os
+from typing import Any
 
+from nova_rdt.resctrl import cpulist
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl import schemata as schemata_mod
 from nova_rdt.resctrl.cbm import popcount
@@ -119,7 +123,7 @@ class Capabilities:
     def allocation_enabled(self) -> bool:
         return bool(self.cache or self.bandwidth)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "root": self.root,
             "cdp": self.cdp,
@@ -171,7 +175,7 @@ def discover(root: str = DEFAULT_ROOT,
             path=root)
     root_schemata = schemata_mod.Schemata.parse(
         _read(os.path.join(root, "schemata")))
-    mbps = _mba_mbps(root)
+    mbps = _mba_mbps(root, root_schemata)
     topology = cache_topology(sysfs_cpu)
     cache, bandwidth, monitoring = {}, {}, {}
     for name in sorted(os.listdir(info)):
@@ -223,52 +227,37 @@ def parse_sysfs_size(text: str) -> int:
 
 def parse_cpu_list(text: str) -> set[int]:
     """Kernel cpulist syntax: ``0-3,8,10-11``.  Empty means none."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"{part!r} is not a CPU number or range")
-        a, b = int(lo), int(hi) if sep else int(lo)
-        if b < a:
-            raise ValueError(f"range {part!r} runs backwards")
-        cpus.update(range(a, b + 1))
-    return cpus
+    # The one bounded parser; surrounding whitespace as in kernel files
+    # and /proc status lines ("Cpus_allowed_list:\t0-3").
+    return cpulist.parse(text.strip())
 
 
-def format_cpu_list(cpus) -> str:
-    out, run = [], []
-    for c in sorted(set(cpus)):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(_range(run))
-        run = [c]
-    if run:
-        out.append(_range(run))
-    return ",".join(out)
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    return cpulist.format(cpus)
 
 
-def _range(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
-
-
-def _cache(name, d, level, domains) -> CacheResource:
+def _cache(name: str, d: str, level: int,
+           domains: dict[int, CacheDomain]) -> CacheResource:
+    min_cbm_bits = _int(d, "min_cbm_bits", 1)
+    sparse = _opt(d, "sparse_masks")
     return CacheResource(
         name=name, level=level,
         cbm_mask=int(_read(os.path.join(d, "cbm_mask")), 16),
-        min_cbm_bits=_int(d, "min_cbm_bits", 1),
+        min_cbm_bits=min_cbm_bits,
         shareable_bits=int(_opt(d, "shareable_bits") or "0", 16),
-        sparse_masks=_int(d, "sparse_masks", 0) == 1,
+        # Kernels before 6.7 have no sparse_masks file; they allow
+        # non-contiguous masks only on AMD, the one vendor whose
+        # min_cbm_bits is 0 (arch_has_sparse_bitmaps and
+        # arch_has_empty_bitmaps go together there).
+        sparse_masks=(int(sparse) == 1 if sparse is not None
+                      else min_cbm_bits == 0),
         num_closids=_int(d, "num_closids"),
         bit_usage=_opt(d, "bit_usage"),
         domains=domains)
 
 
-def _bandwidth(name, d, root_values, mbps) -> BandwidthResource:
+def _bandwidth(name: str, d: str, root_values: Mapping[int, int],
+               mbps: bool) -> BandwidthResource:
     delay_linear = _int(d, "delay_linear", 1) == 1
     # The kernel accepts non-linear MB only where the vendor does not need
     # linear delay, which today means AMD and its 1/8 GB/s units.
@@ -289,7 +278,7 @@ def _bandwidth(name, d, root_values, mbps) -> BandwidthResource:
         domain_ids=tuple(sorted(root_values)))
 
 
-def _monitoring(name, d) -> Monitoring:
+def _monitoring(name: str, d: str) -> Monitoring:
     feats = (_opt(d, "mon_features") or "").split()
     mto = _opt(d, "max_threshold_occupancy")
     return Monitoring(resource=name[:-len("_MON")], features=tuple(feats),
@@ -297,11 +286,17 @@ def _monitoring(name, d) -> Monitoring:
                       max_threshold_occupancy=int(mto) if mto else None)
 
 
-def _mba_mbps(root: str) -> bool:
-    """MBps mode: the mount option, or the per-group file kernels >= 6.12 add."""
+def _mba_mbps(root: str, root_schemata: schemata_mod.Schemata) -> bool:
+    """MBps mode: the per-group file kernels >= 6.14 add, the mount
+    option, or a linear MB value above 100 in the root group, which the
+    kernel refuses in percent mode (a copied tree has no mount options)."""
     if os.path.exists(os.path.join(root, "mba_MBps_event")):
         return True
-    return "mba_MBps" in mount_options(root)
+    if "mba_MBps" in mount_options(root):
+        return True
+    mb = os.path.join(root, "info", "MB")
+    return (_opt(mb, "delay_linear") == "1"
+            and any(v > 100 for v in root_schemata.domains("MB").values()))
 
 
 def mount_options(path: str) -> set[str]:

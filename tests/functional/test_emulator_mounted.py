@@ -1,21 +1,47 @@
 """The library against the emulator mounted through FUSE: real syscalls,
-real errno, real flock."""
+real errno, real flock, real processes and PID namespaces.
+
+Mounting costs a process start, so these run on two releases, the oldest
+and newest the emulator models (the kernel-model tests run on all)."""
 
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from nova_rdt.emulator import mount
+from nova_rdt.emulator import versions
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
 
 pytestmark = pytest.mark.fuse
 CLI = [sys.executable, "-m", "nova_rdt.cmd.main"]
+MOUNTED_KERNELS = (versions.SUPPORTED[0], versions.SUPPORTED[-1])
+
+
+@pytest.fixture(params=MOUNTED_KERNELS)
+def kernel_release(request):
+    return request.param
+
+
+@pytest.fixture
+def emulator(request, kernel_release):
+    """A mounted emulator of one release; parametrize indirectly with a
+    profile name.  (Shadows the functional conftest's, which mounts the
+    default release.)"""
+    reason = mount.fuse_unavailable_reason()
+    if reason:
+        pytest.skip(f"FUSE emulator unavailable: {reason}")
+    emu = mount.Emulator(getattr(request, "param", "gold-6252"),
+                         kernel=kernel_release)
+    emu.start()
+    yield emu
+    emu.stop()
 
 
 def lib(emu, **kw):
@@ -67,6 +93,27 @@ def test_out_of_closids(emulator, groups):
                                            "nova-rdt-one-more"))
 
 
+def test_the_mount_serves_the_release_asked_for(emulator, kernel_release):
+    # sparse_masks appeared in 6.7; values lost their padding in 6.15.
+    info = os.listdir(os.path.join(emulator.mountpoint, "info", "L3"))
+    new = versions.parse(kernel_release).at_least("6.15")
+    assert ("sparse_masks" in info) == new
+    fs = lib(emulator)
+    g = fs.create_group("nova-rdt-fmt")
+    kept = fs.write_schemata(g, Schemata({"L3": {0: 0x3}, "MB": {0: 20}}))
+    assert kept.get("L3", 0) == 0x3 and kept.get("MB", 0) == 20
+    with open(os.path.join(g.path, "schemata")) as f:
+        text = f.read()
+    assert ("L3:0=3;" in text) == new and ("L3:0=003;" in text) != new
+
+
+def test_bad_kernel_version_is_a_clear_error():
+    with pytest.raises(ValueError, match="kernel version '4.19' is older"):
+        mount.Emulator("gold-6252", kernel="4.19")
+    with pytest.raises(ValueError, match="not of the form X.Y"):
+        mount.Emulator("gold-6252", kernel="latest")
+
+
 def test_non_consecutive_mask_quotes_the_kernel(emulator):
     fs = lib(emulator)
     g = fs.create_group("nova-rdt-vm")
@@ -114,6 +161,7 @@ def test_tasks_move_a_real_thread_and_come_back_on_rmdir(emulator):
 
 def test_monitoring_counters_move_with_a_task(emulator):
     import time
+
     from nova_rdt.resctrl import monitoring
     fs = lib(emulator)
     g = fs.create_group("nova-rdt-mon")
@@ -197,7 +245,13 @@ def test_namespace_presents_sys_fs_resctrl_and_topology():
     reason = mount.fuse_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    before = open("/proc/self/mountinfo").read().count("resctrl")
+    def sys_fs_resctrl_mounts():
+        # Only that mount point: other emulators come and go meanwhile.
+        with open("/proc/self/mountinfo") as f:
+            return sum(1 for line in f
+                       if line.split()[4] == "/sys/fs/resctrl")
+
+    before = sys_fs_resctrl_mounts()
     script = ("cat /sys/fs/resctrl/info/L3/cbm_mask "
               "/sys/devices/system/cpu/cpu0/cache/index3/size "
               "/sys/devices/system/cpu/cpu0/cache/index3/id; "
@@ -214,6 +268,142 @@ def test_namespace_presents_sys_fs_resctrl_and_topology():
     assert l3["ways"] == 20
     assert l3["domains"]["0"]["size"] == 61440 * 1024
     # Nothing leaked into the host's namespace.
-    assert open("/proc/self/mountinfo").read().count("resctrl") == before
+    assert sys_fs_resctrl_mounts() == before
     assert not os.path.exists("/sys/fs/resctrl/info/L3/cbm_mask") or \
         open("/sys/fs/resctrl/info/L3/cbm_mask").read() != "fffff\n"
+
+
+def _unshare_reason():
+    if os.geteuid() != 0:
+        return "needs root for unshare --pid"
+    if not shutil.which("unshare"):
+        return "unshare (util-linux) is not installed"
+    return None
+
+
+def _in_child_pid_namespace(script: str) -> subprocess.Popen:
+    """sh as PID 1 of a new PID namespace, running ``script``."""
+    return subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--", "sh", "-c", script],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _nspid(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                return [int(x) for x in line.split()[1:]]
+    return []
+
+
+def test_child_pid_namespace_writes_its_own_pid_1(emulator, kernel_release):
+    """find_task_by_vpid(): "1" written from a child PID namespace is that
+    namespace's init, never the host's PID 1; task_pid_vnr(): the child
+    reads its own numbers back."""
+    reason = _unshare_reason()
+    if reason:
+        pytest.skip(reason)
+    tasks = os.path.join(emulator.mountpoint, "nova-rdt-ns", "tasks")
+    os.mkdir(os.path.dirname(tasks))
+    proc = _in_child_pid_namespace(
+        f"echo 1 > {tasks} || exit 3; cat {tasks}; echo done; "
+        "exec sleep 30")
+    try:
+        seen = [proc.stdout.readline().strip() for _ in range(3)]
+        assert seen[-1] == "done", (seen, proc.stderr.read())
+        # Inside: sh is 1, and the cat it forked after the move inherited
+        # the group (its pid there is 2).
+        assert seen[:2] == ["1", "2"]
+        with open(tasks) as f:
+            host_view = [int(t) for t in f.read().split()]
+        assert 1 not in host_view
+        assert len(host_view) == 1, host_view
+        (sh,) = host_view
+        assert _nspid(sh)[-1] == 1 and _nspid(sh)[0] == sh
+        with open(os.path.join(emulator.mountpoint, "tasks")) as f:
+            assert "1" in f.read().split()        # the host's init stays
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_child_pid_namespace_cannot_name_host_tasks(emulator, kernel_release):
+    """A pid that does not exist in the writer's namespace is ESRCH with
+    the kernel's message, even when the host has such a process."""
+    reason = _unshare_reason()
+    if reason:
+        pytest.skip(reason)
+    group = os.path.join(emulator.mountpoint, "nova-rdt-ns2")
+    os.mkdir(group)
+    host_pid = os.getpid()
+    # coreutils echo: dash's builtin reports every write error as EIO.
+    proc = _in_child_pid_namespace(
+        f"env echo {host_pid} > {group}/tasks; echo rc=$?")
+    out, err = proc.communicate(timeout=30)
+    assert "rc=1" in out and "No such process" in err, (out, err)
+    with open(os.path.join(emulator.mountpoint, "info",
+                           "last_cmd_status")) as f:
+        status = f.read()
+    want = f"No task {host_pid}\n"
+    if versions.parse(kernel_release).task_lists:
+        want += f"Error while processing task {host_pid}\n"
+    assert status == want
+    with open(os.path.join(group, "tasks")) as f:
+        assert f.read() == ""
+
+
+def test_forked_child_follows_its_parent(emulator):
+    """A child forked after its parent moved is listed in the group."""
+    fs = lib(emulator)
+    g = fs.create_group("nova-rdt-fork")
+    parent = subprocess.Popen(
+        ["sh", "-c", "read x; sleep 30 & echo $!; wait"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        fs.add_tasks(g, [parent.pid])
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        child = int(parent.stdout.readline())
+        assert sorted(g.tasks()) == sorted([parent.pid, child])
+        assert child not in fs.root_group().tasks()
+    finally:
+        if child:
+            try:
+                os.kill(child, 9)
+            except ProcessLookupError:
+                pass
+        parent.kill()
+        parent.wait()
+
+
+def test_rename_moves_a_monitor_group(emulator, kernel_release):
+    """rdtgroup_rename() since 6.5; EPERM from kernfs before."""
+    mp = emulator.mountpoint
+    for d in ("nova-rdt-a", "nova-rdt-b", "nova-rdt-a/mon_groups/m"):
+        os.mkdir(os.path.join(mp, d))
+    src = os.path.join(mp, "nova-rdt-a/mon_groups/m")
+    dst = os.path.join(mp, "nova-rdt-b/mon_groups/m")
+    if versions.parse(kernel_release).mon_group_rename:
+        os.rename(src, dst)
+        assert os.path.isdir(dst) and not os.path.exists(src)
+        with pytest.raises(OSError) as e:
+            os.rename(os.path.join(mp, "nova-rdt-a"),
+                      os.path.join(mp, "nova-rdt-c"))
+        assert e.value.errno == errno.EPERM
+        with open(os.path.join(mp, "info", "last_cmd_status")) as f:
+            assert f.read() == "Source must be a MON group\n"
+    else:
+        with pytest.raises(OSError) as e:
+            os.rename(src, dst)
+        assert e.value.errno == errno.EPERM
+
+
+def test_write_over_a_page_is_e2big(emulator):
+    fd = os.open(os.path.join(emulator.mountpoint, "cpus_list"), os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            os.write(fd, b"1 " * 2049)
+        assert e.value.errno == errno.E2BIG
+    finally:
+        os.close(fd)

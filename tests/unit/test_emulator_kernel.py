@@ -1,16 +1,23 @@
-"""The emulator's kernel rules.
+"""The emulator's kernel rules, and the model's own machinery.
 
-Each test names the kernel function (fs/resctrl, Linux 6.1) whose
-behaviour it mirrors, and checks the errno and the exact
-``info/last_cmd_status`` text that function produces.
+Each test names the kernel function whose behaviour it mirrors, and checks
+the errno and the exact ``info/last_cmd_status`` text that function
+produces, on the release named (``make_kernel`` defaults to 6.1).  The
+single-step rules, on every supported release, are the conformance
+catalogue's (tests/conformance); here are the stateful ones and the model's
+machinery: PID namespaces, fork inheritance, counters, pseudo-locking.
 """
 
 import errno
 
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
 
 from nova_rdt.emulator.kernel import U32_MAX
-from tests.kernel_fixtures import expect_error, make_kernel
+from nova_rdt.emulator.kernel import KernelError
+from tests.kernel_fixtures import expect_error
+from tests.kernel_fixtures import make_kernel
 
 
 def schemata(k, group=""):
@@ -24,7 +31,7 @@ def write(k, path, text, caller=0):
 # -- info/ and formats ---------------------------------------------------
 
 def test_info_files_of_gold_6252():
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     assert k.read("info/L3/cbm_mask") == "7ff\n"
     assert k.read("info/L3/num_closids") == "16\n"
     assert k.read("info/L3/min_cbm_bits") == "1\n"
@@ -230,10 +237,13 @@ def test_mb_out_of_range(value):
                  write, k, "g/schemata", f"MB:0={value}\n")
 
 
-def test_mb_not_a_number():
-    k, _, _ = make_kernel()
+@pytest.mark.parametrize("kernel, status", [
+    ("6.1", "Non-decimal digit in MB value lots\n"),
+    ("6.16", "Invalid MB value lots\n")])
+def test_mb_not_a_number(kernel, status):
+    k, _, _ = make_kernel(kernel=kernel)
     k.mkdir("g")
-    expect_error(k, errno.EINVAL, "Invalid MB value lots\n",
+    expect_error(k, errno.EINVAL, status,
                  write, k, "g/schemata", "MB:0=lots\n")
 
 
@@ -249,7 +259,7 @@ def test_amd_mb_units_go_to_2048():
 
 
 def test_mba_mbps_takes_any_u32_and_starts_at_max():
-    k, _, _ = make_kernel("gold-6252-mbps")
+    k, _, _ = make_kernel("gold-6252-mbps", kernel="6.14")
     k.mkdir("g")
     assert f"MB:0={U32_MAX}" in schemata(k, "g")
     write(k, "g/schemata", "MB:0=5000\n")
@@ -311,7 +321,8 @@ def test_mkdir_rules():
 
 def test_out_of_rmids_busy_while_in_limbo():
     # alloc_rmid(): EBUSY while freed RMIDs wait in limbo, else ENOSPC.
-    k, clock, _ = make_kernel("e5-2658-v3")        # 64 RMIDs, 4 CLOS
+    # (6.16: mkdir_rdt_prepare() clears the status before each attempt.)
+    k, clock, _ = make_kernel("e5-2658-v3", kernel="6.16")
     for i in range(63):
         k.mkdir(f"mon_groups/m{i}")
     expect_error(k, errno.ENOSPC, "Out of RMIDs\n", k.mkdir, "mon_groups/x")
@@ -322,7 +333,7 @@ def test_out_of_rmids_busy_while_in_limbo():
 
 
 def test_rmdir_hands_tasks_and_cpus_back():
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     k.mkdir("g")
     write(k, "g/cpus_list", "2-3\n")
     write(k, "g/tasks", "101,102")
@@ -336,7 +347,7 @@ def test_rmdir_hands_tasks_and_cpus_back():
 
 
 def test_rmdir_of_monitor_group_returns_tasks_to_parent():
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     k.mkdir("g")
     write(k, "g/tasks", "101,102")
     k.mkdir("g/mon_groups/m")
@@ -368,7 +379,7 @@ def test_tasks_move_between_groups():
 
 def test_missing_task():
     # rdtgroup_move_task(): ESRCH, and the two stacked messages.
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     k.mkdir("g")
     expect_error(k, errno.ESRCH,
                  "No task 999\nError while processing task 999\n",
@@ -377,13 +388,13 @@ def test_missing_task():
 
 
 def test_task_list_parsing_error():
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     expect_error(k, errno.EINVAL, "Task list parsing error pid abc\n",
                  write, k, "tasks", "abc\n")
 
 
 def test_monitor_group_cannot_take_another_groups_task():
-    k, _, _ = make_kernel()
+    k, _, _ = make_kernel(kernel="6.8")
     k.mkdir("a")
     k.mkdir("b")
     k.mkdir("b/mon_groups/m")
@@ -395,8 +406,8 @@ def test_monitor_group_cannot_take_another_groups_task():
 
 
 def test_cpus_move_and_rules():
-    # cpus_ctrl_write() / cpus_mon_write().
-    k, _, _ = make_kernel()
+    # cpus_ctrl_write() / cpus_mon_write(); 6.16 clears the status first.
+    k, _, _ = make_kernel(kernel="6.16")
     k.mkdir("a")
     k.mkdir("b")
     write(k, "a/cpus_list", "0-3\n")
@@ -420,7 +431,7 @@ def test_cpus_move_and_rules():
 # -- monitoring ------------------------------------------------------------
 
 def test_counters_move_while_tasks_run_and_sum_children():
-    k, clock, _ = make_kernel()
+    k, clock, _ = make_kernel(kernel="6.8")
     k.mkdir("g")
     k.mkdir("g/mon_groups/m")
     write(k, "g/tasks", "101,102")
@@ -468,3 +479,104 @@ def test_bit_usage():
     write(k, "ex/mode", "exclusive\n")
     assert k.read("info/L3/bit_usage") == \
         "0=0000000EESS;1=00000EE00SS\n"
+
+
+# -- releases, parsers, dispatch ---------------------------------------------
+
+def test_kernel_versions_parse_and_refuse_clearly(monkeypatch):
+    from nova_rdt.emulator import versions
+    assert str(versions.parse("6.8")) == "6.8"
+    assert str(versions.parse("6.1.0-18-amd64")) == "6.1"
+    assert versions.parse("6.16") > versions.parse("6.8")
+    with pytest.raises(versions.VersionError, match="older than"):
+        versions.parse("5.10")
+    with pytest.raises(versions.VersionError, match="not of the form"):
+        versions.parse("six")
+    monkeypatch.setenv(versions.ENV, "5.15")
+    assert str(versions.default()) == "5.15"
+    monkeypatch.delenv(versions.ENV)
+    monkeypatch.setattr(versions.os, "uname",
+                        lambda: type("u", (), {"release": "4.19.0-9"})())
+    assert str(versions.default()) == versions.FALLBACK
+    monkeypatch.setattr(versions.os, "uname",
+                        lambda: type("u", (), {"release": "6.12.3"})())
+    assert str(versions.default()) == "6.12"
+
+
+def test_every_group_file_has_a_handler():
+    from nova_rdt.emulator import kernel
+    from nova_rdt.emulator import paths
+    for profile in ("gold-6252-mbps", "e7-8890-v4"):
+        k, _, _ = make_kernel(profile, kernel="6.16")
+        k.mkdir("g")
+        for g in (k.root, k.groups["g"]):
+            for name in paths.group_files(k, g):
+                assert name in kernel.GROUP_FILES
+                k.read(f"{g.name}/{name}".lstrip("/"))
+
+
+@given(st.sets(st.integers(0, 95)))
+def test_cpulist_and_cpumask_round_trip(cpus):
+    from nova_rdt.emulator import kparse
+    assert kparse.parse_cpulist(kparse.format_cpulist(cpus), 96) == cpus
+    assert kparse.parse_cpumask(kparse.format_cpumask(cpus, 96), 96) == cpus
+
+
+@pytest.mark.parametrize("text, want", [
+    ("0", 0), ("+7", 7), ("0x10", 16), ("010", 8), ("-3", -3),
+    ("08", None), ("0x", None), ("", None), ("1 2", None),
+    ("2147483648", None), ("-+1", None), ("5\n", 5)])
+def test_kstrtoint_base_0(text, want):
+    from nova_rdt.emulator import kparse
+    assert kparse.kstrtoint(text, 0) == want
+
+
+# -- the model's task machinery ----------------------------------------------
+
+def test_threads_present_at_start_stay_in_the_root():
+    """Only threads new since the last look inherit: what existed when the
+    model first looked was forked before any move."""
+    k, _, tasks = make_kernel(kernel="6.8")
+    tasks.fork(101, 104)
+    k.mkdir("g")
+    write(k, "g/tasks", "101")
+    assert k.read("g/tasks") == "101\n"
+    tasks.fork(101, 105)
+    tasks.fork(105, 106)                      # a grandchild, both new
+    assert k.read("g/tasks") == "101\n105\n106\n"
+    write(k, "tasks", "101")
+    assert k.read("g/tasks") == "105\n106\n"   # children stay put
+
+
+def test_rmdir_forgets_inherited_members():
+    k, _, tasks = make_kernel(kernel="6.8")
+    k.mkdir("g")
+    write(k, "g/tasks", "101")
+    tasks.fork(101, 104)
+    assert k.read("g/tasks") == "101\n104\n"
+    k.rmdir("g")
+    assert k.read("tasks") == "101\n102\n103\n104\n"
+
+
+def test_host_tasks_in_the_servers_own_namespace():
+    import os
+
+    from nova_rdt.emulator.taskspace import HostTasks
+    h = HostTasks()
+    me = os.getpid()
+    assert h.resolve(me, me) == me and h.vnr(me, me) == me
+    assert h.tids()[me] == me
+    t = h.info(me)
+    assert t.parent == os.getppid() and t.leader == me and t.start > 0
+    assert h.resolve(me, 2 ** 22 + 7) is None
+
+
+def test_status_buffer_keeps_512_bytes():
+    # Before 6.16 cpus writes append; seq_buf_puts() stores a message only
+    # while it fits with its NUL: 28 of these 18-byte ones.
+    k, _, _ = make_kernel(kernel="6.1")
+    for _ in range(40):
+        with pytest.raises(KernelError):
+            write(k, "cpus_list", "x\n")
+    text = k.last_cmd_status()
+    assert len(text) < 512 and text.count("Bad CPU list/mask\n") == 28

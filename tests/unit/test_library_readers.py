@@ -1,15 +1,24 @@
 """The library's read side (discovery, host view, monitoring) on snapshots
-of the emulator's files: plain directories, no FUSE needed."""
+of the emulator's files: plain directories, no FUSE needed.
+
+Every test runs on each kernel release the emulator models: the library
+must read padded (before 6.15) and unpadded values alike, with and
+without sparse_masks (6.7) and mba_MBps_event (6.14)."""
 
 import json
 
 import pytest
 
-from nova_rdt.emulator import profiles, topology
-from nova_rdt.resctrl import capabilities, errors, monitoring
+from nova_rdt.emulator import profiles
+from nova_rdt.emulator import topology
+from nova_rdt.resctrl import capabilities
+from nova_rdt.resctrl import errors
+from nova_rdt.resctrl import monitoring
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
-from tests.kernel_fixtures import make_kernel, materialize
+from tests.kernel_fixtures import KERNELS
+from tests.kernel_fixtures import make_kernel
+from tests.kernel_fixtures import materialize
 
 
 def snapshot(tmp_path, k):
@@ -18,9 +27,10 @@ def snapshot(tmp_path, k):
     return root, cpu
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", sorted(profiles.PROFILES))
-def test_discovery_matches_every_profile(tmp_path, name):
-    k, _, _ = make_kernel(name)
+def test_discovery_matches_every_profile(tmp_path, name, kernel):
+    k, _, _ = make_kernel(name, kernel=kernel)
     p = k.profile
     root, cpu = snapshot(tmp_path, k)
     caps = capabilities.discover(root, cpu)
@@ -48,10 +58,11 @@ def test_discovery_matches_every_profile(tmp_path, name):
         assert caps.monitoring["L3_MON"].features == p.monitor.features
 
 
-def test_mb_units(tmp_path):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_mb_units(tmp_path, kernel):
     units = {}
     for name in ("gold-6252", "amd-epyc", "gold-6252-mbps"):
-        k, _, _ = make_kernel(name)
+        k, _, _ = make_kernel(name, kernel=kernel)
         root, cpu = snapshot(tmp_path / name, k)
         mb = capabilities.discover(root, cpu).bandwidth["MB"]
         units[name] = (mb.units, mb.max_bandwidth, mb.bandwidth_gran,
@@ -78,8 +89,9 @@ def test_sysfs_size_and_cpu_lists():
     assert capabilities.parse_cpu_list("\n") == set()
 
 
-def test_host_view_way_map_and_free_runs(tmp_path):
-    k, _, _ = make_kernel()
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_host_view_way_map_and_free_runs(tmp_path, kernel):
+    k, _, _ = make_kernel(kernel=kernel)
     k.write("schemata", b"L3:0=3;1=3\n")             # host keeps ways 0-1
     k.mkdir("nova-rdt-pmd")
     k.write("nova-rdt-pmd/schemata", b"L3:0=1fc;1=c\n")
@@ -109,8 +121,9 @@ def test_host_view_way_map_and_free_runs(tmp_path):
     assert "qemu-1-vm0-vcpus_0-1" in text and "cache id 1: 5 ways at 6" in text
 
 
-def test_monitoring_reads_and_unavailable(tmp_path):
-    k, clock, _ = make_kernel()
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_monitoring_reads_and_unavailable(tmp_path, kernel):
+    k, clock, _ = make_kernel(kernel=kernel)
     k.mkdir("g")
     k.write("g/tasks", b"101")
     clock.advance(1)
@@ -123,8 +136,9 @@ def test_monitoring_reads_and_unavailable(tmp_path):
     assert readings[("L3", 1)].mbm_local_bytes > 0
 
 
-def test_haswell_has_no_mbm_files(tmp_path):
-    k, _, _ = make_kernel("e5-2658-v3")
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_haswell_has_no_mbm_files(tmp_path, kernel):
+    k, _, _ = make_kernel("e5-2658-v3", kernel=kernel)
     root, _ = snapshot(tmp_path, k)
     (r0, r1) = monitoring.read_mon_data(root)
     assert r0.llc_occupancy is not None and r0.mbm_total_bytes is None

@@ -1,9 +1,11 @@
 """Schemata parsing, formatting and partial updates."""
 
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
-from hypothesis import given, strategies as st
 
-from nova_rdt.resctrl.schemata import Schemata, SchemataSyntaxError
+from nova_rdt.resctrl.schemata import Schemata
+from nova_rdt.resctrl.schemata import SchemataSyntaxError
 
 domains = st.dictionaries(st.integers(0, 255), st.integers(0, 0xFFFFF),
                           min_size=1, max_size=8)
@@ -36,11 +38,43 @@ def test_merge_is_a_per_domain_overlay(base, update):
 
 
 def test_parses_the_kernels_padded_output():
-    # Linux 6.1 right-aligns names and pads values (show_doms()).
+    # Before 6.15 show_doms() right-aligns names and pads values.
     text = "    MB:0= 10;1=100\n    L3:0=0007ff;1=00000f\n"
     s = Schemata.parse(text)
     assert s.lines == {"MB": {0: 10, 1: 100}, "L3": {0: 0x7FF, 1: 0xF}}
     assert s.resources() == ["MB", "L3"]
+
+
+@pytest.mark.parametrize("kernel", ["5.14", "6.1", "6.8", "6.14", "6.16"])
+@pytest.mark.parametrize("profile", ["gold-6252", "amd-epyc",
+                                     "gold-6252-cdp", "e5-2658-v3"])
+def test_reads_every_releases_output_alike(kernel, profile):
+    """Padded (before 6.15) or not, aligned names or not: the same
+    numbers."""
+    from tests.kernel_fixtures import make_kernel
+    k, _, _ = make_kernel(profile, kernel=kernel)
+    k.mkdir("g")
+    cache = [s for s in k.schemas if s.cache]
+    line = "".join(f"{s.name}:0=3\n" for s in cache)
+    if k.schema("MB"):
+        line += "MB:1=20\n" if profile != "amd-epyc" else "MB:1=7\n"
+    k.write("g/schemata", line.encode())
+    s = Schemata.parse(k.read("g/schemata"))
+    for c in cache:
+        assert s.get(c.name, 0) == 3
+        assert s.get(c.name, 1) == (1 << c.cbm_len) - 1
+    if k.schema("MB"):
+        assert s.get("MB", 1) == (20 if profile != "amd-epyc" else 7)
+
+
+@pytest.mark.parametrize("text", [
+    "    MB:0= 20;1=100\n    L3:0=003;1=7ff\n",          # 6.1, Intel
+    "    MB:0=20;1=100\n    L3:0=3;1=7ff\n",            # 6.15 on
+    "    MB:0=  20;1=2048\n    L3:0=0003;1=ffff\n",     # AMD, 6.1
+])
+def test_padded_and_unpadded_parse_the_same(text):
+    s = Schemata.parse(text)
+    assert s.get("MB", 0) == 20 and s.get("L3", 0) == 3
 
 
 def test_cdp_lines():
