@@ -69,3 +69,37 @@ def libvirt_short(domain_name: str) -> str:
 
 def is_safe_group_name(name: str) -> bool:
     return isinstance(name, str) and GROUP_NAME_RE.match(name) is not None
+
+
+# Names in a resctrl directory that are not groups (the kernel's own).
+NOT_GROUPS = frozenset({"info", "mon_groups", "mon_data"})
+
+# Names other owners' groups start with that no prefix may capture:
+# libvirt's allocations (qemu-<id>-...), its monitor groups (vcpus_<list>)
+# and the kernel's directories.
+_CAPTURED = (re.compile(r"(q(e(m(u(-([0-9]+(-.*)?)?)?)?)?)?)\Z", re.S),
+             re.compile(r"(v(c(p(u(s(_.*)?)?)?)?)?)\Z", re.S))
+MAX_PREFIX = 64
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix`` if it can be ``[rdt] group_prefix``, else ValueError.
+
+    A prefix is how nova-rdt tells its groups from everyone else's, so
+    one that a libvirt group's name could start with (``q``, ``qemu-``,
+    ``qemu-1-``...) would hand libvirt's groups to nova-rdt.
+    """
+    if not isinstance(prefix, str) or not 1 <= len(prefix) <= MAX_PREFIX \
+            or not is_safe_group_name(prefix):
+        raise ValueError(
+            f"{prefix!r} is not a group prefix: use 1-{MAX_PREFIX} of "
+            f"letters, digits and '_.:-', starting with a letter or digit")
+    if prefix in NOT_GROUPS:
+        raise ValueError(f"{prefix!r} is a resctrl directory, not a group "
+                         f"prefix; use a prefix such as {DEFAULT_PREFIX!r}")
+    if any(r.match(prefix) for r in _CAPTURED):
+        raise ValueError(
+            f"{prefix!r} would claim libvirt's groups (qemu-<id>-<name>-"
+            f"vcpus_<list>, vcpus_<list>) as nova-rdt's; use a prefix such "
+            f"as {DEFAULT_PREFIX!r}")
+    return prefix

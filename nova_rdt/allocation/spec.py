@@ -24,17 +24,27 @@ rules that span keys and the flavor's vCPU count.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
 import re
-from collections.abc import Mapping
 
 from nova_rdt.allocation import naming
-from nova_rdt.resctrl import capabilities
+from nova_rdt.resctrl import cpulist
 
 PREFIX = "rdt:"
 MAX_NODES = 64
+# vCPU ids, as libvirt and QEMU number them (and the hook reads them).
+MAX_VCPUS = 4096
+# L3 amounts: no cache way is smaller than 1 KiB, and no cache domain
+# today is near 4 GiB; anything outside is a typo, not a request.
+MIN_SIZE = 1 << 10
+MAX_SIZE = 1 << 32
+# Values are short; a longer one is refused before any parsing.
+MAX_VALUE_LEN = 255
 
-_SIZE_RE = re.compile(r"^(?P<n>[1-9][0-9]{0,12})\s*(?P<unit>B|KiB|MiB|K|M)?$")
+# ASCII only ([0-9], not \d, which also matches '٤' and '４'); \Z, not $,
+# which would let a trailing newline through.
+_SIZE_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12})(?P<unit>B|KiB|MiB|K|M)?\Z")
 _UNITS = {None: 1, "B": 1, "K": 1024, "KiB": 1024, "M": 1 << 20,
           "MiB": 1 << 20}
 _CLASS_RE = naming.CLASS_NAME_RE
@@ -119,6 +129,32 @@ class RdtRequest:
         return self.rdt_class is None and (self.wants_cache or self.wants_mb)
 
 
+_DIGITS = frozenset("0123456789")
+
+
+def parse_number(key: str, value: str, lo: int, hi: int) -> int:
+    """The one number reader of the language: a decimal in ``lo..hi``.
+
+    ASCII digits only, no sign, no spaces, no leading zeros, no ``_``
+    (``int()`` takes ``'４'``, ``' 4'`` and ``'1_0'``; ``str.isdigit()``
+    takes ``'²'``), and at most as many digits as ``hi`` has, so a
+    5000-digit value costs nothing.
+    """
+    if not isinstance(value, str) or not value \
+            or not _DIGITS.issuperset(value) \
+            or (value[0] == "0" and value != "0") \
+            or len(value) > len(str(hi)) or not lo <= int(value) <= hi:
+        raise SpecError(key, f"{_show(value)} must be {lo}-{hi}, in "
+                             f"ASCII digits")
+    return int(value)
+
+
+def _show(value: object) -> str:
+    """A value quoted for an error message, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _split(key: str) -> tuple[str, int | None]:
     """``rdt:l3_cache_ways.1`` -> (``l3_cache_ways``, 1)."""
     name = key[len(PREFIX):]
@@ -126,40 +162,42 @@ def _split(key: str) -> tuple[str, int | None]:
     if not dot:
         return base, None
     if base not in NODE_KEYS:
-        raise SpecError(key, f"'{base}' takes no '.N' node suffix")
-    if not node.isdigit() or int(node) >= MAX_NODES:
-        raise SpecError(key, f"node suffix must be 0-{MAX_NODES - 1}")
-    return base, int(node)
+        raise SpecError(key, f"'{base[:40]}' takes no '.N' node suffix")
+    # Canonical decimals only: '.1' and '.01' would name one node twice.
+    return base, parse_number(key, node, 0, MAX_NODES - 1)
 
 
 def parse_size(key: str, value: str) -> int:
-    m = _SIZE_RE.match(value.strip())
+    m = _SIZE_RE.match(value) if len(value) <= 20 else None
     if not m:
-        raise SpecError(key, f"{value!r} is not a size such as 6656KiB, "
-                             f"13MiB or 6815744")
-    return int(m.group("n")) * _UNITS[m.group("unit")]
+        raise SpecError(key, f"{_show(value)} is not a size such as "
+                             f"6656KiB, 13MiB or 6815744")
+    size = int(m.group("n")) * _UNITS[m.group("unit")]
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise SpecError(key, f"{_show(value)} must be between 1KiB and "
+                             f"{MAX_SIZE >> 20}MiB")
+    return size
 
 
-def _positive_int(key: str, value: str, hi: int | None = None) -> int:
-    v = value.strip()
-    if not v.isdigit() or int(v) < 1 or (hi is not None and int(v) > hi):
-        rng = f"1-{hi}" if hi else "a positive whole number"
-        raise SpecError(key, f"{value!r} must be {rng}")
-    return int(v)
+def _positive_int(key: str, value: str, hi: int) -> int:
+    return parse_number(key, value, 1, hi)
 
 
 def parse_bool(key: str, value: str) -> bool:
-    v = value.strip().lower()
+    v = value.lower()
     if v in _TRUE:
         return True
     if v in _FALSE:
         return False
-    raise SpecError(key, f"{value!r} is not true or false")
+    raise SpecError(key, f"{_show(value)} is not true or false "
+                         f"(true/false, yes/no, on/off, 1/0)")
 
 
 def parse_cpu_list(key: str, value: str) -> frozenset[int]:
     try:
-        cpus = capabilities.parse_cpu_list(value)
+        # cpulist takes the kernel's trailing newline; a flavor may not.
+        cpus = None if value.endswith("\n") \
+            else cpulist.parse(value, MAX_VCPUS)
     except ValueError as e:
         raise SpecError(key, f"{e}; use 'all' or a vCPU list such as "
                              f"0-1,3") from None
@@ -175,7 +213,16 @@ def check_value(key: str, value: str):
     a typo is caught at ``flavor set`` rather than silently ignored.
     """
     if not key.startswith(PREFIX):
-        raise SpecError(key, "not an rdt: extra spec")
+        raise SpecError(key, f"not an {PREFIX} extra spec; the namespace "
+                             f"is lower case ({PREFIX}...)")
+    if not isinstance(value, str):
+        raise SpecError(key, f"the value must be a string, not "
+                             f"{type(value).__name__}")
+    if len(value) > MAX_VALUE_LEN:
+        raise SpecError(key, f"a value of {len(value)} characters is "
+                             f"refused (at most {MAX_VALUE_LEN})")
+    if value != value.strip():
+        raise SpecError(key, f"{_show(value)} has surrounding whitespace")
     base, _node = _split(key)
     if base.endswith("_ways"):
         return CacheAmount(ways=_positive_int(key, value, 64))
@@ -186,20 +233,32 @@ def check_value(key: str, value: str):
     if base == "mb_mbps":
         return _positive_int(key, value, 0xFFFFFFFF)
     if base == "vcpus":
-        return None if value.strip() == "all" else parse_cpu_list(key, value)
+        return None if value == "all" else parse_cpu_list(key, value)
     if base in ("monitor", "pmd_share"):
         return parse_bool(key, value)
     if base == "class":
         if not _CLASS_RE.match(value):
-            raise SpecError(key, f"{value!r} must be 1-32 of a-z, 0-9, '_' "
-                                 f"and '-', starting with a letter or digit")
+            raise SpecError(key, f"{_show(value)} must be 1-32 of a-z, "
+                                 f"0-9, '_' and '-', starting with a "
+                                 f"letter or digit")
         return value
-    raise SpecError(key, f"unknown rdt: extra spec; known: "
-                         f"{', '.join(PREFIX + k for k in NODE_KEYS + PLAIN_KEYS)}")
+    known = ", ".join(PREFIX + k for k in NODE_KEYS + PLAIN_KEYS)
+    raise SpecError(key, f"unknown rdt: extra spec; known: {known}")
+
+
+def is_rdt_key(key: str) -> bool:
+    """Whether ``key`` is in the rdt namespace, however it is written.
+
+    Nova keeps ``RDT:x`` and `` rdt:x`` as keys of a namespace it does
+    not know; read as not ours they would give a flavor no isolation
+    without a word, so they are ours, and refused.
+    """
+    return isinstance(key, str) and \
+        key.lstrip()[:len(PREFIX)].lower() == PREFIX
 
 
 def rdt_specs(extra_specs: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in extra_specs.items() if k.startswith(PREFIX)}
+    return {k: v for k, v in extra_specs.items() if is_rdt_key(k)}
 
 
 def parse(extra_specs: Mapping[str, str], vcpus: int,
@@ -212,6 +271,10 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
     specs = rdt_specs(extra_specs)
     if not specs:
         return None
+    if not 1 <= numa_nodes <= MAX_NODES:
+        raise SpecError("hw:numa_nodes",
+                        f"{numa_nodes} NUMA nodes: rdt: extra specs "
+                        f"support 1-{MAX_NODES}")
     values = {k: check_value(k, v) for k, v in sorted(specs.items())}
     per_node: list[dict] = [{} for _ in range(numa_nodes)]
     plain: dict[str, object] = {}

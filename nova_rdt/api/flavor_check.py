@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import re
 
+from oslo_log import log as logging
 import webob
 import webob.dec
-from oslo_log import log as logging
 
 from nova_rdt.allocation import spec
 
@@ -38,26 +38,29 @@ def merged_specs(method: str, key: str | None, body: bytes,
         return {k: v for k, v in current.items() if k != key}
     try:
         doc = json.loads(body or b"{}")
-    except ValueError:
-        return None                         # Nova answers the bad body
+    except (ValueError, RecursionError):
+        # Nova answers the bad body (a deeply nested one exhausts the
+        # parser's recursion before any schema sees it).
+        return None
     if not isinstance(doc, dict):
         return None
     new = doc.get("extra_specs") if method == "POST" else doc
-    if not isinstance(new, dict):
-        return None
-    return {**current, **{str(k): str(v) for k, v in new.items()}}
+    if not isinstance(new, dict) or \
+            not all(isinstance(v, str) for v in new.values()):
+        return None                         # Nova's schema wants strings
+    return {**current, **new}
 
 
 def check(specs: dict[str, str], vcpus: int) -> str | None:
     """None when the rdt: specs are consistent, else the 400 message."""
-    if not any(k.startswith(spec.PREFIX) for k in specs):
+    if not any(spec.is_rdt_key(k) for k in specs):
         return None
+    raw = specs.get("hw:numa_nodes", "1")
     try:
-        nodes = int(specs.get("hw:numa_nodes", 1))
-    except ValueError:
-        nodes = 1                           # Nova's own validator says why
-    try:
-        spec.parse(specs, vcpus, max(nodes, 1))
+        # The language's own reader: bounded, so a huge count is refused
+        # here instead of becoming one planned entry per node.
+        nodes = spec.parse_number("hw:numa_nodes", raw, 1, spec.MAX_NODES)
+        spec.parse(specs, vcpus, nodes)
     except spec.SpecError as e:
         return f"Validation failed for extra spec {e.key}: {e.reason}."
     return None

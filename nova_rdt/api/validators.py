@@ -46,7 +46,7 @@ class RdtValidator(base.ExtraSpecValidator):
             spec.check_value(name, value)
         except spec.SpecError as e:
             raise exception.ValidationError(
-                f"Validation failed; {e.key}: {e.reason}.")
+                f"Validation failed; {e.key}: {e.reason}.") from None
 
 
 def _validators():

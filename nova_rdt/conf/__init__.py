@@ -3,7 +3,11 @@
 from oslo_config import cfg
 
 from nova_rdt.allocation import naming
+from nova_rdt.conf.types import FiniteFloatOpt
 from nova_rdt.resctrl import capabilities
+
+# Time options: finite and bounded (see nova_rdt.conf.types).
+MAX_SECONDS = 3600.0
 
 rdt_group = cfg.OptGroup(
     "rdt", title="Intel RDT",
@@ -18,15 +22,18 @@ resctrl_opts = [
     cfg.StrOpt("group_prefix", default=naming.DEFAULT_PREFIX,
                help="Name prefix of the resctrl groups nova-rdt creates. "
                     "Groups without it (libvirt's, pqos', container "
-                    "runtimes') are never changed or removed."),
-    cfg.FloatOpt("lock_timeout", default=30.0, min=0.1,
-                 help="Seconds to wait for the resctrl flock that libvirt "
-                      "also takes before giving up."),
+                    "runtimes') are never changed or removed.  1-64 of "
+                    "letters, digits and '_.:-'; a prefix that a libvirt "
+                    "group name could start with ('q', 'qemu-', "
+                    "'qemu-1-', 'vcpus') is refused."),
+    FiniteFloatOpt("lock_timeout", default=30.0, min=0.1, max=MAX_SECONDS,
+                   help="Seconds to wait for the resctrl flock that "
+                        "libvirt also takes before giving up."),
 ]
 
 # Options read by nova-compute's driver extension and the scheduler filter.
 host_opts = [
-    cfg.IntOpt("reserved_host_ways", default=2, min=1,
+    cfg.IntOpt("reserved_host_ways", default=2, min=1, max=64,
                help="L3 ways per cache id kept by the default (root) "
                     "group: the HOST domain where the OS and every "
                     "unmanaged task run.  At init_host nova-rdt shrinks "
@@ -34,7 +41,7 @@ host_opts = [
                     "ways; until then libvirt can allocate nothing, since "
                     "the root holds every way.  Must be at least the "
                     "hardware's min_cbm_bits."),
-    cfg.IntOpt("pmd_shared_ways", default=0, min=0,
+    cfg.IntOpt("pmd_shared_ways", default=0, min=0, max=64,
                help="L3 ways per cache id owned by the OVS-DPDK PMD group "
                     "on their own (the shared base of ONP Table 3-1), "
                     "taken from the top of the mask.  0 leaves the PMD "
@@ -101,9 +108,9 @@ hook_opts = [
                 help="Make a domain start fail when the hook cannot apply "
                      "isolation (class group, PMD COS).  By default the "
                      "hook logs the failure and lets the domain start."),
-    cfg.FloatOpt("hook_timeout", default=10.0, min=0.5,
-                 help="Seconds the hook may take before it gives up (and "
-                      "lets the start go on, unless hook_strict)."),
+    FiniteFloatOpt("hook_timeout", default=10.0, min=0.5, max=MAX_SECONDS,
+                   help="Seconds the hook may take before it gives up "
+                        "(and lets the start go on, unless hook_strict)."),
 ]
 
 
@@ -115,26 +122,41 @@ exporter_group = cfg.OptGroup(
          "with its default noop driver none are sent.")
 
 exporter_opts = [
-    cfg.HostAddressOpt("listen_address", default="0.0.0.0",
-                       help="Address the exporter listens on."),
+    cfg.HostAddressOpt("listen_address", default="127.0.0.1",
+                       help="Address the exporter listens on.  The "
+                            "default serves this host only (a local "
+                            "Prometheus agent or a reverse proxy); set "
+                            "the host's management address, or 0.0.0.0, "
+                            "to let a central Prometheus scrape it."),
     cfg.PortOpt("port", default=9787,
                 help="Port of /metrics, the way-map page / and "
                      "/api/layout."),
-    cfg.FloatOpt("notify_interval", default=60.0, min=0.0,
-                 help="Seconds between rdt.instance.sample notifications "
-                      "(and checks for rdt.allocation.* changes); 0 turns "
-                      "notifications off."),
-    cfg.FloatOpt("capabilities_ttl", default=60.0, min=0.0,
-                 help="Seconds the resctrl capabilities (info/) are reused "
-                      "between scrapes; they change only with a remount."),
+    FiniteFloatOpt("notify_interval", default=60.0, min=0.0,
+                   max=MAX_SECONDS,
+                   help="Seconds between rdt.instance.sample notifications "
+                        "(and checks for rdt.allocation.* changes); 0 "
+                        "turns notifications off."),
+    FiniteFloatOpt("capabilities_ttl", default=60.0, min=0.0,
+                   max=MAX_SECONDS,
+                   help="Seconds the resctrl capabilities (info/) are "
+                        "reused between scrapes; they change only with a "
+                        "remount."),
+    FiniteFloatOpt("client_timeout", default=10.0, min=0.1, max=300.0,
+                   help="Seconds a client connection may stay silent "
+                        "(sending its request or reading the answer) "
+                        "before the exporter closes it, so that slow or "
+                        "stalled clients cannot hold its threads."),
 ]
 
 
 def register_opts(conf) -> None:
-    conf.register_group(rdt_group)
-    conf.register_opts(resctrl_opts + host_opts + hook_opts, group=rdt_group)
-    conf.register_group(exporter_group)
-    conf.register_opts(exporter_opts, group=exporter_group)
+    # A fresh OptGroup per ConfigOpts: oslo copies a registered group
+    # shallowly, so sharing the module's would share set_override()s
+    # (and values) between unrelated ConfigOpts objects.
+    for group, opts in list_opts():
+        fresh = cfg.OptGroup(group.name, title=group.title, help=group.help)
+        conf.register_group(fresh)
+        conf.register_opts(opts, group=fresh)
 
 
 def list_opts():

@@ -67,8 +67,8 @@ Where `nova-rdt hook install` puts the libvirt hook on a compute host
 
 def render() -> dict[str, str]:
     """Relative path under etc/ -> text."""
-    import json
     import dataclasses
+    import json
     settings = json.dumps(dataclasses.asdict(HookSettings()), indent=2,
                           sort_keys=True) + "\n"
     return {"nova.conf.d/nova-rdt.conf.sample": NOVA_FRAGMENT,

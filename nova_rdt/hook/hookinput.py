@@ -16,6 +16,7 @@ import uuid as uuid_mod
 
 from lxml import etree
 
+from nova_rdt.allocation import metadata
 from nova_rdt.allocation import naming
 
 NOVA_RDT_NS = naming.METADATA_NS
@@ -65,33 +66,6 @@ def safe_name(name: str) -> str:
     return name
 
 
-def _cpuset(text: str) -> frozenset[int]:
-    # Not capabilities.parse_cpu_list: that trusts the kernel, and would
-    # expand "0-999999999" from a hostile XML into a billion-entry set.
-    out: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise HookInputError(f"bad vCPU list {text!r}")
-        a, b = int(lo), int(hi or lo)
-        if b < a or b > 4095:
-            raise HookInputError(f"bad vCPU range {part!r}")
-        out.update(range(a, b + 1))
-    return frozenset(out)
-
-
-def _bool(text: str | None, what: str) -> bool:
-    if text in (None, "false"):
-        return False
-    if text == "true":
-        return True
-    raise HookInputError(f"nova-rdt metadata {what}={text!r} is not "
-                         f"true or false")
-
-
 def _parse_xml(data: bytes):
     if len(data) > MAX_XML_BYTES:
         raise HookInputError(f"domain XML of {len(data)} bytes refused "
@@ -110,38 +84,14 @@ def _parse_xml(data: bytes):
 
 
 def parse_managed(meta) -> Managed:
-    version = meta.get("version")
-    if version != "1":
-        raise HookInputError(f"nova-rdt metadata version {version!r} is "
-                             f"not understood by this hook")
-
-    def text(tag):
-        e = meta.find(f"{{{NOVA_RDT_NS}}}{tag}")
-        return e.text.strip() if e is not None and e.text else None
-
-    rdt_class = text("class")
-    if rdt_class is not None and not naming.CLASS_NAME_RE.match(rdt_class):
-        raise HookInputError(f"nova-rdt metadata class {rdt_class!r} "
-                             f"refused")
-    return Managed(vcpus=_cpuset(text("vcpus") or ""),
-                   pmd_share=_bool(text("pmd-share"), "pmd-share"),
-                   rdt_class=rdt_class,
-                   monitor=_bool(text("monitor"), "monitor"),
-                   mb_mbps=_mb_mbps(meta))
-
-
-def _mb_mbps(meta) -> tuple[tuple[int, int], ...]:
-    out = {}
-    for e in meta.findall(f"{{{NOVA_RDT_NS}}}mb"):
-        if e.get("unit") != "MBps":
-            continue          # percent: libvirt's <memorytune> has it
-        mid, value = e.get("id") or "", e.get("value") or ""
-        if not (mid.isdigit() and value.isdigit() and len(mid) < 5
-                and len(value) < 10 and int(value) > 0):
-            raise HookInputError(f"nova-rdt metadata mb id={mid!r} "
-                                 f"value={value!r} refused")
-        out[int(mid)] = int(value)
-    return tuple(sorted(out.items()))
+    """nova-rdt's metadata, read by the class the driver writes it with."""
+    try:
+        rec = metadata.RdtMetadata.parse_dom(meta)
+    except metadata.MetadataError as e:
+        raise HookInputError(str(e)) from None
+    return Managed(vcpus=rec.vcpus, pmd_share=rec.pmd_share,
+                   rdt_class=rec.rdt_class, monitor=rec.monitor,
+                   mb_mbps=rec.mb_mbps())
 
 
 def parse(argv: list[str], stdin: bytes) -> HookEvent | None:

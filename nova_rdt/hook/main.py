@@ -41,7 +41,6 @@ def _setup_logging(log_file: str | None) -> None:
 
 
 def run(argv: list[str], stdin: bytes) -> int:
-    from nova_rdt.hook import hookinput
     from nova_rdt.host.settings import HookSettings
 
     settings_path = None
@@ -59,40 +58,66 @@ def run(argv: list[str], stdin: bytes) -> int:
         return EXIT_OK
     _setup_logging(settings.log_file)
     strict = settings.hook_strict
+    fail = EXIT_FAIL if strict else EXIT_OK
 
     def alarm(_sig, _frame):
         raise _Timeout
 
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, settings.hook_timeout)
-    what = f"{argv[1] if len(argv) > 1 else '?'} of {argv[0]!r}" \
-        if argv else "call without arguments"
+    what = (f"{_show(argv[1]) if len(argv) > 1 else '?'} of "
+            f"{_show(argv[0])}" if argv else "call without arguments")
     try:
-        try:
-            event = hookinput.parse(argv, stdin)
-        except hookinput.HookInputError as e:
-            LOG.error("nova-rdt hook: refused input (%s): %s", what, e)
-            return EXIT_FAIL if strict else EXIT_OK
-        if event is None or event.managed is None:
-            return EXIT_OK
-        from nova_rdt.host.agent import Agent
-        from nova_rdt.host.agent import IsolationError
-        from nova_rdt.resctrl import errors
-        try:
-            Agent(settings).handle(event)
-        except (IsolationError, errors.ResctrlError, OSError,
-                ValueError) as e:
-            LOG.error("nova-rdt hook: %s of %s (%s): isolation not "
-                      "applied: %s", event.operation, event.name,
-                      event.uuid, e)
-            return EXIT_FAIL if strict else EXIT_OK
-        return EXIT_OK
+        return _handle(argv, stdin, settings, what, fail)
     except _Timeout:
         LOG.error("nova-rdt hook: %s took longer than hook_timeout=%ss",
                   what, settings.hook_timeout)
-        return EXIT_FAIL if strict else EXIT_OK
+        return fail
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _handle(argv, stdin, settings, what: str, fail: int) -> int:
+    from nova_rdt.hook import hookinput
+
+    try:
+        event = hookinput.parse(argv, stdin)
+    except _Timeout:
+        raise
+    except Exception as e:      # hostile input: one line, no traceback
+        # HookInputError is the expected case; anything else the input
+        # provoked is refused the same way, never a traceback.
+        LOG.error("nova-rdt hook: refused input (%s): %s", what,
+                  _reason(e))
+        return fail
+    if event is None or event.managed is None:
+        return EXIT_OK
+    from nova_rdt.host.agent import Agent
+
+    try:
+        Agent(settings).handle(event)
+    except _Timeout:
+        raise
+    except Exception as e:      # the domain start goes on
+        LOG.error("nova-rdt hook: %s of %s (%s): isolation not "
+                  "applied: %s", event.operation, event.name,
+                  event.uuid, _reason(e))
+        return fail
+    return EXIT_OK
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e)
+    if not text or type(e).__name__ not in ("HookInputError",
+                                            "IsolationError"):
+        text = f"{type(e).__name__}: {text}"
+    return text[:500]
+
+
+def _show(arg: str) -> str:
+    """An argument quoted for the log, cut: names are not trusted."""
+    text = repr(arg)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def main() -> int:

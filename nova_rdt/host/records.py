@@ -14,7 +14,18 @@ import json
 import os
 import uuid as uuid_mod
 
+from nova_rdt.allocation import naming
 from nova_rdt.host import procinfo
+
+# Linux's PID_MAX_LIMIT: no pid is larger.
+MAX_PID = 1 << 22
+MAX_NAME = 200
+MAX_LABEL = 255
+MAX_RECORD_BYTES = 64 * 1024
+
+
+class RecordError(ValueError):
+    """A record nova-rdt did not write; the message names the field."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +41,79 @@ class Record:
     instance_name: str | None = None
     flavor: str | None = None
 
+    def __post_init__(self) -> None:
+        # Records are read back as root by reconcile, which removes the
+        # group a record names: every field is checked as hostile input.
+        if not isinstance(self.uuid, str) or \
+                _canonical_uuid(self.uuid) != self.uuid:
+            raise RecordError(f"uuid {self.uuid!r} is not a uuid")
+        if not isinstance(self.name, str) or not self.name \
+                or len(self.name) > MAX_NAME or "/" in self.name \
+                or self.name in (".", "..") or not self.name.isprintable():
+            raise RecordError(f"name {_cut(self.name)} is not a domain name")
+        _int("pid", self.pid, 1, MAX_PID)
+        if self.pid_start is not None:
+            _int("pid_start", self.pid_start, 0, 1 << 63)
+        if not isinstance(self.pmd_share, bool):
+            raise RecordError(f"pmd_share {_cut(self.pmd_share)} is not "
+                              f"true or false")
+        if self.rdt_class is not None and not (
+                isinstance(self.rdt_class, str)
+                and naming.CLASS_NAME_RE.match(self.rdt_class)):
+            raise RecordError(f"rdt_class {_cut(self.rdt_class)} is not a "
+                              f"class name")
+        # Only libvirt's group of the domain, one path component: a record
+        # can never point reconcile at anyone else's group.
+        if self.group is not None and not (
+                naming.is_safe_group_name(self.group)
+                and naming.is_libvirt_group(self.group)):
+            raise RecordError(f"group {_cut(self.group)} is not a libvirt "
+                              f"group name (qemu-<id>-<name>-vcpus_<list>)")
+        for field in ("instance_name", "flavor"):
+            value = getattr(self, field)
+            if value is not None and not (
+                    isinstance(value, str) and len(value) <= MAX_LABEL
+                    and value.isprintable()):
+                raise RecordError(f"{field} {_cut(value)} is not a "
+                                  f"printable label")
+
+    @classmethod
+    def from_dict(cls, data: object) -> Record:
+        if not isinstance(data, dict):
+            raise RecordError("not a JSON object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise RecordError(f"unknown fields {unknown}")
+        missing = [n for n, f in fields.items() if n not in data
+                   and f.default is dataclasses.MISSING]
+        if missing:
+            raise RecordError(f"missing fields {missing}")
+        return cls(**data)
+
     def alive(self) -> bool:
         return procinfo.is_running(self.pid, self.pid_start)
+
+
+def _canonical_uuid(text: str) -> str | None:
+    if len(text) != 36:
+        return None
+    try:
+        return str(uuid_mod.UUID(text))
+    except ValueError:
+        return None
+
+
+def _int(field: str, value: object, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not lo <= value <= hi:
+        raise RecordError(f"{field} {_cut(value)} is not a number "
+                          f"{lo}-{hi}")
+
+
+def _cut(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class Records:
@@ -58,8 +140,29 @@ class Records:
         except FileNotFoundError:
             pass
 
+    def read(self, name: str) -> Record:
+        """The record in file ``name``; RecordError says what is wrong."""
+        if _canonical_uuid(name[:-len(".json")]) != name[:-len(".json")]:
+            raise RecordError("the file name is not <uuid>.json")
+        try:
+            with open(os.path.join(self.dir, name), "rb") as f:
+                raw = f.read(MAX_RECORD_BYTES + 1)
+        except OSError as e:
+            raise RecordError(f"cannot read: {e.strerror or e}") from None
+        if len(raw) > MAX_RECORD_BYTES:
+            raise RecordError(f"larger than {MAX_RECORD_BYTES} bytes")
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise RecordError(f"not JSON: {e}") from None
+        rec = Record.from_dict(data)
+        if f"{rec.uuid}.json" != name:
+            raise RecordError(f"uuid {rec.uuid} does not match the file "
+                              f"name")
+        return rec
+
     def all(self) -> tuple[list[Record], list[str]]:
-        """(records, names of unreadable files)."""
+        """(records, "FILE: what is wrong" for each unusable file)."""
         recs, bad = [], []
         try:
             names = sorted(os.listdir(self.dir))
@@ -69,8 +172,7 @@ class Records:
             if not name.endswith(".json"):
                 continue
             try:
-                with open(os.path.join(self.dir, name)) as f:
-                    recs.append(Record(**json.load(f)))
-            except (OSError, ValueError, TypeError):
-                bad.append(name)
+                recs.append(self.read(name))
+            except RecordError as e:
+                bad.append(f"{os.path.join(self.dir, name)}: {e}")
         return recs, bad

@@ -10,6 +10,12 @@ This is the only module that writes to resctrl.  It follows three rules:
   removed.  libvirt's, pqos' and container runtimes' groups are read,
   never touched; the root group is changed only when asked explicitly
   (host way reservation).
+
+Ownership is decided from the structure first, as the privileged
+daemon does (:func:`nova_rdt.privsep.resctrl.resolve`): each name is one
+safe path component, and the group's resolved path is where those names
+say inside the mount.  Only then does the name prefix decide; a name such
+as ``nova-rdt-x/../COS1`` is nobody's group, so never ours.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import dataclasses
 import errno
 import fcntl
 import os
-import re
 import threading
 import time
 
@@ -38,15 +43,21 @@ OWNER_FOREIGN = "foreign"
 MODES = ("shareable", "exclusive", "pseudo-locksetup")
 
 # Directories in a control group that are not groups.
-_NOT_GROUPS = frozenset({"info", "mon_groups", "mon_data"})
+_NOT_GROUPS = naming.NOT_GROUPS
 _NAME_RE = naming.GROUP_NAME_RE
+
+
+def is_component(name: object) -> bool:
+    """Whether ``name`` can be a group's name: one safe path component."""
+    return isinstance(name, str) and naming.is_safe_group_name(name) \
+        and name not in _NOT_GROUPS
 
 
 @dataclasses.dataclass(frozen=True)
 class Group:
     """A control group (``parent is None``) or a monitor group."""
 
-    fs: "Resctrl"
+    fs: Resctrl
     name: str                      # "" for the root group
     parent: str | None = None      # control group of a monitor group
 
@@ -78,13 +89,12 @@ class Group:
     def owner(self) -> str:
         if self.is_root:
             return OWNER_ROOT
-        if self.fs.owns_name(self.name):
-            return OWNER_NOVA_RDT
-        # libvirt names monitor groups inside its own groups "vcpus_N".
-        if naming.is_libvirt_group(self.name) or \
-                naming.is_libvirt_group(self.parent or ""):
-            return OWNER_LIBVIRT
-        return OWNER_FOREIGN
+        if not self.fs.in_place(self):
+            return OWNER_FOREIGN
+        # A monitor group inside a control group is that group's owner's
+        # (libvirt names its own "vcpus_N"); one of the root's is whoever
+        # named it.
+        return self.fs.owner_of_name(self.parent or self.name)
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -118,7 +128,7 @@ class DirectOps:
     """
 
     def write(self, path: str, data: bytes) -> int:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             return os.write(fd, data)
         finally:
@@ -138,8 +148,7 @@ class Resctrl:
                  prefix: str = DEFAULT_PREFIX,
                  sysfs_cpu: str = caps_mod.DEFAULT_SYSFS_CPU,
                  lock_timeout: float = 30.0, ops=None):
-        if not prefix or not _NAME_RE.match(prefix):
-            raise ValueError(f"bad group prefix {prefix!r}")
+        naming.check_prefix(prefix)
         self.ops = ops or DirectOps()
         self.root = root
         self.prefix = prefix
@@ -163,14 +172,44 @@ class Resctrl:
         return caps_mod.discover(self.root, self.sysfs_cpu)
 
     def owns_name(self, name: str) -> bool:
-        return name.startswith(self.prefix)
+        return is_component(name) and name.startswith(self.prefix)
+
+    def owner_of_name(self, name: str) -> str:
+        if self.owns_name(name):
+            return OWNER_NOVA_RDT
+        if is_component(name) and naming.is_libvirt_group(name):
+            return OWNER_LIBVIRT
+        return OWNER_FOREIGN
+
+    def in_place(self, g: Group) -> bool:
+        """Whether ``g``'s path is the one its names give, in the mount.
+
+        Each name must be one safe component and no symlink may move the
+        resolved path; otherwise the group is nobody's, never ours.
+        """
+        if g.is_root:
+            return True
+        if not is_component(g.name) or \
+                (g.parent and not is_component(g.parent)):
+            return False
+        parts = [g.name]
+        if g.parent is not None:
+            parts = ([g.parent] if g.parent else []) + ["mon_groups", g.name]
+        real_root = os.path.realpath(self.root)
+        return os.path.realpath(g.path) == os.path.join(real_root, *parts)
 
     def root_group(self) -> Group:
         return Group(self, "")
 
     def group(self, name: str, parent: str | None = None) -> Group:
         g = Group(self, name, parent)
-        if not os.path.isdir(g.path) or (name in _NOT_GROUPS):
+        if not is_component(name) or \
+                (parent and not is_component(parent)):
+            raise errors.InvalidGroupName(
+                f"invalid resctrl group name {g.display_name!r}: each name "
+                f"is one component of letters, digits and '_.:-'",
+                path=self.root)
+        if not os.path.isdir(g.path) or not self.in_place(g):
             raise errors.GroupNotFound(f"no resctrl group {g.display_name}",
                                        path=g.path, errno=errno.ENOENT)
         return g
@@ -212,7 +251,8 @@ class Resctrl:
 
     def _acquire(self) -> int:
         try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(self.root,
+                         os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as e:
             raise errors.NotMounted(f"cannot open resctrl root: {e}",
                                     errno=e.errno, path=self.root) from e
@@ -249,8 +289,9 @@ class Resctrl:
     def write(self, path: str, text: str,
               error_cls: type[errors.ResctrlError] = errors.WriteRejected,
               what: str = "write") -> None:
-        """One write(2) of ``text``; the kernel acts on each call separately."""
+        """One write(2) of ``text``; the kernel acts on each call alone."""
         data = text.encode()
+        self._inside(path)
         with self.locked():
             try:
                 n = self.ops.write(path, data)
@@ -260,6 +301,15 @@ class Resctrl:
             if n != len(data):
                 raise error_cls(f"short write to {path}: {n}/{len(data)}",
                                 path=path)
+
+    def _inside(self, path: str) -> None:
+        """Refuse a write whose resolved directory is not in the mount."""
+        root = os.path.realpath(self.root)
+        where = os.path.realpath(os.path.dirname(path))
+        if os.path.commonpath([root, where]) != root or \
+                os.path.basename(path) in ("", ".", ".."):
+            raise errors.NotOwned(f"refusing to write {path}: not inside "
+                                  f"the resctrl mount {self.root}", path=path)
 
     def _error(self, e: OSError, path: str, message: str,
                default: type[errors.ResctrlError]) -> errors.ResctrlError:
@@ -278,7 +328,7 @@ class Resctrl:
     # -- group lifecycle -------------------------------------------------
 
     def check_name(self, name: str) -> None:
-        if not _NAME_RE.match(name) or name in _NOT_GROUPS:
+        if not is_component(name):
             raise errors.InvalidGroupName(
                 f"invalid resctrl group name {name!r}: use letters, digits "
                 f"and '_.:-', at most 128 characters")
@@ -296,7 +346,9 @@ class Resctrl:
         """mkdir a monitor group under control group ``parent`` (root: "")."""
         self.check_name(name)
         if parent:
-            self.group(parent)
+            # Inside a control group only if it is ours: a monitor group
+            # belongs to its control group's owner.
+            self._require_owned(self.group(parent))
         return self._mkdir(Group(self, name, parent))
 
     def _mkdir(self, g: Group) -> Group:

@@ -102,7 +102,7 @@ def test_bad_mbps_values_are_refused(mid, value):
     xml = _xml(mb=[(7, 7, "MBps")]).decode().replace(
         'id="7" value="7"', f'id="{mid}" value="{value}"')
     assert f'value="{value}"' in xml
-    with pytest.raises(hookinput.HookInputError, match="mb id="):
+    with pytest.raises(hookinput.HookInputError, match="metadata mb"):
         hookinput.parse(["vm", "started"], xml.encode())
 
 

@@ -1,0 +1,93 @@
+"""``nova-rdt exporter``: Prometheus metrics, the way-map page and
+notifications for this host."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+
+from nova_rdt.cmd import common
+
+
+def register(sub) -> None:
+    exp = sub.add_parser(
+        "exporter", help="Prometheus metrics, the way-map page and "
+                         "notifications for this host")
+    exp.add_argument("--config-file", action="append",
+                     help="nova-rdt.conf with [rdt], [rdt_exporter] and "
+                          "[oslo_messaging_notifications]; repeatable")
+    exp.add_argument("--port", type=common.port,
+                     help="listen port (default: [rdt_exporter] port; 0 "
+                          "picks a free one)")
+    exp.add_argument("--listen", help="listen address (default: "
+                                      "[rdt_exporter] listen_address)")
+    exp.add_argument("--resctrl-root",
+                     default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
+                     help="resctrl mount point (default: [rdt] "
+                          "resctrl_root)")
+    exp.add_argument("--sysfs-cpu-root",
+                     default=os.environ.get("NOVA_RDT_SYSFS_CPU"))
+    exp.add_argument("--state-path",
+                     help="the hook's records, for instance names "
+                          "(default: [rdt] state_path)")
+    exp.add_argument("--host", help="host label (default: hostname)")
+    exp.add_argument("--notify-interval", type=common.seconds,
+                     help="seconds between notifications; 0 turns them off "
+                          "(default: [rdt_exporter] notify_interval)")
+    exp.add_argument("--client-timeout", type=common.seconds,
+                     help="seconds a connection may last before it is "
+                          "closed (default: [rdt_exporter] client_timeout)")
+    exp.set_defaults(func=exporter)
+
+
+def exporter(args) -> int:
+    from nova_rdt.exporter import server
+    from nova_rdt.exporter.live import LiveView
+    from nova_rdt.exporter.sample import Sampler
+    from nova_rdt.resctrl.groups import Resctrl
+
+    conf = common.load_conf(args.config_file)
+    logging.basicConfig(level=logging.INFO, format=(
+        "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
+    r, e = conf.rdt, conf.rdt_exporter
+    fs = Resctrl(args.resctrl_root or r.resctrl_root, prefix=r.group_prefix,
+                 sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root)
+    host = args.host or socket.gethostname()
+    live = LiveView(Sampler(fs, args.state_path or r.state_path,
+                            caps_ttl=e.capabilities_ttl))
+    app = server.App(live, host)
+    port = e.port if args.port is None else args.port
+    timeout = (e.client_timeout if args.client_timeout is None
+               else args.client_timeout)
+    if timeout <= 0:
+        raise common.CliError("--client-timeout must be above 0 seconds")
+    address = args.listen or e.listen_address
+    try:
+        httpd = server.serve(app, address, port, client_timeout=timeout)
+    except OSError as err:
+        raise common.CliError(f"cannot listen on {address}:{port}: "
+                              f"{err.strerror or err}") from None
+    interval = (e.notify_interval if args.notify_interval is None
+                else args.notify_interval)
+    publisher = None
+    if interval > 0:
+        from nova_rdt.exporter.notifier import Publisher
+        publisher = Publisher(conf, live, host, interval)
+        publisher.start()
+    addr, bound = httpd.server_address[:2]
+    print(f"nova-rdt exporter for {host} ({fs.root}) on "
+          f"http://{addr}:{bound}/ (metrics at /metrics)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    try:
+        signal.pause()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        if publisher:
+            publisher.stop()
+        httpd.shutdown()
+        httpd.server_close()
+    return 0

@@ -1,0 +1,69 @@
+"""``nova-rdt hook install|uninstall``: the libvirt hook and its settings."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from nova_rdt.cmd import common
+
+DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
+DEFAULT_SETTINGS = "/etc/nova-rdt/hook.json"
+
+
+def register(sub) -> None:
+    hook = sub.add_parser("hook", help="the libvirt hook")
+    hook_sub = hook.add_subparsers(dest="hook_cmd", required=True)
+    inst = hook_sub.add_parser(
+        "install", help="check the [rdt] settings, then write the hook "
+                        "shim and the resolved settings")
+    common.add_settings_args(inst)
+    inst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
+    inst.add_argument("--settings-path", default=DEFAULT_SETTINGS)
+    inst.add_argument("--python", default=sys.executable,
+                      help="interpreter with nova_rdt (default: this one)")
+    inst.set_defaults(func=install)
+    uninst = hook_sub.add_parser(
+        "uninstall", help="remove the hook shim and its settings (idempotent)")
+    uninst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
+    uninst.add_argument("--settings-path", default=DEFAULT_SETTINGS)
+    uninst.set_defaults(func=uninstall)
+
+
+def install(args) -> int:
+    from nova_rdt.hook import install as install_mod
+
+    settings = common.settings(args)
+    _check_host(settings)
+    path = install_mod.install(settings, hooks_dir=args.hooks_dir,
+                               settings_path=args.settings_path,
+                               python=args.python)
+    print(f"installed {path} (settings {args.settings_path}); restart "
+          f"libvirtd if this is the first install")
+    return 0
+
+
+def _check_host(settings) -> None:
+    """On a host with resctrl mounted, what reconcile and the driver would
+    refuse is refused before the hook is installed with it."""
+    from nova_rdt.resctrl import capabilities
+    from nova_rdt.resctrl import errors
+
+    if not os.path.isdir(os.path.join(settings.resctrl_root, "info")):
+        return
+    try:
+        caps = capabilities.discover(settings.resctrl_root,
+                                     settings.sysfs_cpu_root)
+    except errors.ResctrlError:
+        return          # not a usable mount: nothing to check against
+    settings.check_host(caps)
+
+
+def uninstall(args) -> int:
+    from nova_rdt.hook import install as install_mod
+
+    install_mod.uninstall(hooks_dir=args.hooks_dir,
+                          settings_path=args.settings_path)
+    print(f"removed the nova-rdt hook from {args.hooks_dir}/qemu.d and "
+          f"{args.settings_path}")
+    return 0

@@ -1,0 +1,33 @@
+"""``nova-rdt host show``: this host's RDT state."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from nova_rdt.cmd import common
+
+
+def register(sub) -> None:
+    host = sub.add_parser("host", help="this host's RDT state")
+    host_sub = host.add_subparsers(dest="host_cmd", required=True)
+    show = host_sub.add_parser(
+        "show", help="capabilities, groups, free ways and the way map")
+    common.add_root_args(show)
+    show.add_argument("--json", action="store_true",
+                      help="stable JSON for scripts")
+    show.set_defaults(func=show_cmd)
+
+
+def show_cmd(args) -> int:
+    from nova_rdt.resctrl.groups import Resctrl
+    from nova_rdt.resctrl.hostview import HostView
+
+    fs = Resctrl(args.resctrl_root, sysfs_cpu=args.sysfs_cpu_root)
+    view = HostView.collect(fs)
+    if args.json:
+        json.dump(view.to_dict(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(view.render())
+    return 0
