@@ -17,7 +17,7 @@ import dataclasses
 from lxml import etree
 
 from nova_rdt.allocation import naming
-from nova_rdt.resctrl import capabilities
+from nova_rdt.resctrl import cpulist
 
 VERSION = "1"
 MAX_VCPU = 4095              # libvirt's and QEMU's largest vCPU id
@@ -55,7 +55,7 @@ class RdtMetadata:
         nsmap = {naming.METADATA_PREFIX: naming.METADATA_NS}
         e = etree.Element(self.TAG, nsmap=nsmap)
         e.set("version", VERSION)
-        _text(e, "vcpus", capabilities.format_cpu_list(self.vcpus))
+        _text(e, "vcpus", cpulist.format(self.vcpus))
         _text(e, "pmd-share", _bool_text(self.pmd_share))
         _text(e, "monitor", _bool_text(self.monitor))
         if self.rdt_class:
@@ -150,15 +150,12 @@ def _number(text: str | None, what: str, hi: int) -> int:
 
 
 def _parse_cpus(text: str) -> frozenset[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        a = _number(lo, "vCPU", MAX_VCPU)
-        b = _number(hi, "vCPU", MAX_VCPU) if sep else a
-        if b < a:
-            raise MetadataError(f"nova-rdt metadata vCPU range {part!r} "
-                                f"runs backwards")
-        out.update(range(a, b + 1))
-    return frozenset(out)
+    # The driver writes no trailing newline; the shared parser would
+    # accept one (kernel files end in one), so refuse it here.
+    if text.endswith("\n"):
+        raise MetadataError(f"nova-rdt metadata vCPUs {text!r} refused")
+    try:
+        return frozenset(cpulist.parse(text, MAX_VCPU + 1))
+    except ValueError as e:
+        raise MetadataError(f"nova-rdt metadata vCPUs refused: {e}") \
+            from None

@@ -48,7 +48,10 @@ def parse_one(text: str) -> RdtClass:
                 f"{where}: unknown setting {key!r} (l3_ways, mb)")
         if key in values:
             raise ClassDefinitionError(f"{where}: {key} given twice")
-        if not eq or not value.isdigit() or int(value) < 1:
+        # ASCII digits only: str.isdigit() also takes '²', which int()
+        # refuses with a bare ValueError.
+        if not eq or not (value.isascii() and value.isdigit()) \
+                or len(value) > 10 or int(value) < 1:
             raise ClassDefinitionError(
                 f"{where}: {key} must be a positive integer")
         values[key] = int(value)

@@ -49,8 +49,10 @@ def resolve(root: str, prefix: str, path: str,
     and extra components cannot move the target out of the mount or into
     another group.
     """
-    if not naming.is_safe_group_name(prefix):
-        raise Refused(path, f"bad group prefix {prefix!r}")
+    try:
+        naming.check_prefix(prefix)
+    except ValueError as e:
+        raise Refused(path, str(e)) from None
     real_root = os.path.realpath(root)
     parent = os.path.realpath(os.path.dirname(path))
     real = os.path.join(parent, os.path.basename(path))

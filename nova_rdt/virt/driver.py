@@ -30,7 +30,10 @@ from oslo_log import log as logging
 from nova_rdt import conf as rdt_conf
 from nova_rdt.allocation import claims as claims_mod
 from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
+from nova_rdt.allocation import pmdplan
+from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
 from nova_rdt.host import prep as host_prep
@@ -70,7 +73,13 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     def _rdt_init_host(self):
         opts = CONF.rdt
-        settings = HookSettings.from_conf(CONF)
+        try:
+            settings = HookSettings.from_conf(CONF)
+        except ValueError as e:
+            # The same validation as the hook, hook install and reconcile:
+            # refuse to start, naming the option, rather than run a host
+            # whose hook would refuse every event.
+            raise exception.InvalidConfiguration(f"nova-rdt: {e}") from None
         # Reads, planning and the flock stay in this (unprivileged)
         # process; only the writes cross into the privsep daemon.
         fs = Resctrl(settings.resctrl_root, prefix=settings.group_prefix,
@@ -80,13 +89,18 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                                                     settings.group_prefix))
         try:
             fs.capabilities()
-        except (rdt_errors.ResctrlError, OSError) as e:
+        except Exception as e:
+            # Whatever the probe raises: a sysfs that is not what the
+            # library expects (Nova's SysFsPoisonFixture raises its own
+            # error) is "no usable resctrl" too, and require_resctrl
+            # decides.
             if opts.require_resctrl:
                 raise exception.InvalidConfiguration(
                     f"nova-rdt: resctrl is not usable at {opts.resctrl_root}"
                     f" ({e}); mount it (mount -t resctrl resctrl "
                     f"{opts.resctrl_root}) or set [rdt] "
-                    f"require_resctrl=False to run this host without RDT")
+                    f"require_resctrl=False to run this host without RDT"
+                ) from e
             LOG.warning("nova-rdt: no resctrl at %s (%s); this host offers "
                         "no RDT", opts.resctrl_root, e)
             return
@@ -135,6 +149,16 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
     def _rdt_libvirt_caps(self) -> libvirt_caps.LibvirtRdtCaps:
         return libvirt_caps.parse(self._host.get_connection().getCapabilities())
 
+    @functools.cached_property
+    def _rdt_classes(self) -> dict[str, rdtclass.RdtClass]:
+        """``[rdt] classes``; none when they do not parse (said once)."""
+        try:
+            return rdtclass.parse_all(CONF.rdt.classes)
+        except rdtclass.ClassDefinitionError as e:
+            LOG.error("nova-rdt: %s; no rdt:class flavor can be placed on "
+                      "this host until it is fixed", e)
+            return {}
+
     def _rdt_host_cells(self) -> dict[int, frozenset[int]]:
         topo = self._host.get_capabilities().host.topology
         if topo is None:
@@ -148,8 +172,12 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             return None
         view = HostView.collect(self._rdt_fs)
         caps = self._rdt_libvirt_caps
-        state = hoststate.from_resctrl(view, caps.cache_cpus or None,
-                                       caps.way_sizes or None)
+        # Host cells and classes go with the state, so the filter can
+        # match guest nodes to cache ids and refuse an unmakeable class.
+        state = hoststate.from_resctrl(
+            view, caps.cache_cpus or None, caps.way_sizes or None,
+            host_cells=self._rdt_host_cells(),
+            classes=self._rdt_classes, prefix=self._rdt_fs.prefix)
         names = claims_mod.libvirt_domain_names(
             g.name for g in view.groups if g.kind == "ctrl")
         return state, names
@@ -235,12 +263,18 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         except planner.CannotHonour as e:
             self._rdt_refuse_or_ignore(instance, request, str(e))
             return
+        sharing = bool(request is not None and request.pmd_share)
         try:
-            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
-                                   allocated)
+            masks = self._rdt_claims.claim(instance.uuid, instance.name, d,
+                                           state, allocated, sharing)
         except planner.CannotHonour as e:
             raise exception.ComputeResourcesUnavailable(
                 reason=f"nova-rdt: {e}")
+        why = self._rdt_pmd_refusal(instance.uuid, masks, sharing)
+        if why:
+            self._rdt_claims.release(instance.uuid)
+            raise exception.ComputeResourcesUnavailable(
+                reason=f"nova-rdt: PMD COS: {why}")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
             guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(guest.cputune)
@@ -250,6 +284,50 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         LOG.info("nova-rdt: vCPUs %s get L3 %s, MB %s, monitor %s",
                  sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
                  instance=instance)
+
+    def _rdt_pmd_refusal(self, uuid: str, masks, sharing: bool
+                         ) -> str | None:
+        """Why libvirt's predicted placement would break the PMD COS.
+
+        The PMD mask must stay one run over the base and the sharing VMs
+        only (:mod:`nova_rdt.allocation.pmdplan`); a boot that would make
+        that impossible is refused here, so Nova reschedules, instead of
+        leaving the hook a layout it cannot share with.
+        """
+        if not CONF.rdt.pmd_cos or not masks or self._rdt_fs is None:
+            return None
+        view = HostView.collect(self._rdt_fs)
+        groups = {g.name: g for g in view.groups if g.kind == "ctrl"}
+        pmd = groups.get(naming.pmd_group(self._rdt_fs.prefix))
+        if pmd is None:
+            return None
+        root = groups.get("/")
+        live, allocated = self._rdt_live() or (None, set())
+        pending = []
+        if live is not None:
+            _state, placed = self._rdt_claims.placements(live, allocated,
+                                                         exclude=uuid)
+            pending = [m for c, m in placed if c.pmd_share]
+        for cid, per in sorted(masks.items()):
+            for kind, new in sorted(per.items()):
+                res = pmdplan.RESOURCE_OF_KIND[kind]
+                caps = view.caps.cache.get(res)
+                if caps is None:
+                    continue
+                current = pmd.schemata.get(res, {}).get(cid, 0)
+                if root is not None and \
+                        current == root.schemata.get(res, {}).get(cid):
+                    current = 0           # sharing only the host's ways
+                claimed = 0
+                for m in pending:
+                    claimed |= m.get(cid, {}).get(kind, 0)
+                why = pmdplan.refusal(
+                    pmdplan.CacheRules(caps.cbm_len, caps.min_cbm_bits,
+                                       caps.sparse_masks),
+                    current, claimed, new, sharing)
+                if why:
+                    return f"{res} cache id {cid}: {why}"
+        return None
 
     def _rdt_refuse_or_ignore(self, instance, request, reason):
         if request is None:
@@ -284,4 +362,13 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         try:
             self._host.get_guest(instance)
         except exception.InstanceNotFound:
+            self._rdt_claims.release(instance.uuid)
+
+    def confirm_migration(self, context, migration, instance, network_info):
+        super().confirm_migration(context, migration, instance, network_info)
+        # Runs on the source.  After a move the instance lives on the
+        # destination, whatever is left of its old domain here (a
+        # transient leftover, a failed undefine): its ways are not ours
+        # to promise any more.
+        if migration.source_compute != migration.dest_compute:
             self._rdt_claims.release(instance.uuid)
