@@ -103,3 +103,20 @@ def check_prefix(prefix: str) -> str:
             f"vcpus_<list>, vcpus_<list>) as nova-rdt's; use a prefix such "
             f"as {DEFAULT_PREFIX!r}")
     return prefix
+
+
+# libvirt domain names become path components (the hook's pid files,
+# log lines): bounded, printable, one component.
+MAX_DOMAIN_NAME = 200
+
+
+def check_domain_name(name: str) -> str:
+    """``name`` if it can be used as one path component, else ValueError."""
+    if not isinstance(name, str) or not name \
+            or len(name) > MAX_DOMAIN_NAME:
+        length = len(name) if isinstance(name, str) else "?"
+        raise ValueError(f"domain name of length {length} refused")
+    if name in (".", "..") or any(c in name for c in "/\0") \
+            or not name.isprintable():
+        raise ValueError(f"unsafe domain name {name!r} refused")
+    return name

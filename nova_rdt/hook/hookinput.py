@@ -11,18 +11,19 @@ nova-rdt's metadata are acted on.  Pure: no I/O beyond the bytes given.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid as uuid_mod
 
 from lxml import etree
 
 from nova_rdt.allocation import metadata
 from nova_rdt.allocation import naming
+from nova_rdt.host.events import HookEvent
+from nova_rdt.host.events import Managed
 
 NOVA_RDT_NS = naming.METADATA_NS
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 MAX_XML_BYTES = 4 * 1024 * 1024
-MAX_NAME = 200
+MAX_NAME = naming.MAX_DOMAIN_NAME
 
 # Operations acted on; libvirt has others (start, stopped, attach...).
 HANDLED = ("prepare", "started", "release", "migrate", "restore",
@@ -33,37 +34,12 @@ class HookInputError(ValueError):
     """The input is malformed or unsafe; never acted on."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Managed:
-    """nova-rdt's metadata of one domain."""
-
-    vcpus: frozenset[int]
-    pmd_share: bool
-    rdt_class: str | None
-    monitor: bool
-    #: (MB domain id, MBps) that libvirt cannot set; the hook writes them.
-    mb_mbps: tuple[tuple[int, int], ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class HookEvent:
-    operation: str
-    sub_operation: str
-    name: str
-    uuid: str
-    managed: Managed | None       # None: not nova-rdt's, ignore
-    instance_name: str | None = None    # Nova's display name, for logs
-    flavor: str | None = None           # Nova's flavor name
-
-
 def safe_name(name: str) -> str:
     """The domain name, if it can be used as one path component."""
-    if not name or len(name) > MAX_NAME:
-        raise HookInputError(f"domain name of length {len(name)} refused")
-    if name in (".", "..") or any(c in name for c in "/\0") \
-            or not name.isprintable():
-        raise HookInputError(f"unsafe domain name {name!r} refused")
-    return name
+    try:
+        return naming.check_domain_name(name)
+    except ValueError as e:
+        raise HookInputError(str(e)) from None
 
 
 def _parse_xml(data: bytes):

@@ -20,14 +20,14 @@ import os
 
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import naming
-from nova_rdt.host import ovs
 from nova_rdt.allocation import pmdplan
-from nova_rdt.host import procinfo
 from nova_rdt.allocation import rdtclass
+from nova_rdt.host.events import HookEvent
+from nova_rdt.host import ovs
+from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
-from nova_rdt.hook.hookinput import HookEvent
-from nova_rdt.hook.hookinput import safe_name
 from nova_rdt.host.settings import HookSettings
+from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import OWNER_LIBVIRT
@@ -62,12 +62,13 @@ class Agent:
                                 lock_timeout=settings.lock_timeout)
         self.records = records or records_mod.Records(settings.state_path)
         self.classes = rdtclass.parse_all(settings.classes)
+        self.last_pmd_plan: pmdplan.PmdPlan | None = None
 
     # -- QEMU ------------------------------------------------------------
 
     def qemu_pid(self, name: str) -> int:
         path = os.path.join(self.s.libvirt_qemu_run_dir,
-                            f"{safe_name(name)}.pid")
+                            f"{naming.check_domain_name(name)}.pid")
         try:
             with open(path) as f:
                 return int(f.read().strip())
@@ -118,11 +119,18 @@ class Agent:
         if not tids:
             raise IsolationError(f"QEMU pid {pid} of {event.name!r} is gone")
         with self.fs.locked():
+            holder = None if m.rdt_class else self.group_holding(tids)
+            # A record names only libvirt's group of the domain (the one
+            # reconcile may remove); another owner's is not recorded.
+            if holder is not None and not naming.is_libvirt_group(holder):
+                LOG.warning("%s: vCPUs are in %s, not a libvirt group",
+                            event.name, holder)
+                holder = None
             rec = records_mod.Record(
                 uuid=event.uuid, name=event.name, pid=pid,
                 pid_start=procinfo.proc_start_time(pid),
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
-                group=None if m.rdt_class else self.group_holding(tids),
+                group=holder,
                 instance_name=event.instance_name, flavor=event.flavor)
             self.records.put(rec)
             if m.mb_mbps:
@@ -141,6 +149,18 @@ class Agent:
         if group is None:
             raise IsolationError(f"no resctrl group holds the vCPUs of "
                                  f"{name!r}: MB {dict(values)} MBps not set")
+        bw = self.fs.capabilities().bandwidth.get("MB")
+        if bw is None or bw.units != caps_mod.UNITS_MBPS:
+            # Refused, not converted: a percent of what the link can do
+            # is not a fixed MBps, and writing the number as a percent
+            # would silently give a different throttle.  Reached only by
+            # a domain moved from an MBps host (the driver refuses
+            # rdt:mb_mbps on a percent host).
+            LOG.error("%s: MB %s MBps in the nova-rdt metadata NOT set: "
+                      "this host's MB is in %s (mount resctrl with "
+                      "-o mba_MBps to honour it)", name, dict(values),
+                      bw.units if bw else "no MBA")
+            return
         g = self.fs.group(group)
         kept = self.fs.write_schemata(
             g, Schemata({"MB": dict(values)}), allow_libvirt=True)
@@ -243,7 +263,9 @@ class Agent:
             layout = hostlayout.plan(caps, self.s.reserved_host_ways,
                                    self.s.pmd_shared_ways)
             root = self.fs.root_group().schemata()
+            gname = naming.pmd_group(self.fs.prefix)
             shares = {}
+            share_groups = set()
             recs, _bad = self.records.all()
             for rec in recs:
                 if not (rec.pmd_share and rec.group and rec.alive()):
@@ -252,12 +274,25 @@ class Agent:
                     shares[rec.uuid] = self.fs.group(rec.group).schemata()
                 except errors.GroupNotFound:
                     continue
+                share_groups.add(rec.group)
+            others = self._other_masks(caps, {gname} | share_groups)
             mb_full = {name: bw.unthrottled
                        for name, bw in caps.bandwidth.items() if name == "MB"}
             plan = pmdplan.plan(
                 {name: sorted(res.domains) for name, res in caps.cache.items()},
-                layout.pmd, root, shares, mb_full)
-            gname = naming.pmd_group(self.fs.prefix)
+                layout.pmd, root, shares, mb_full,
+                rules={name: pmdplan.CacheRules(res.cbm_len, res.min_cbm_bits,
+                                                res.sparse_masks)
+                       for name, res in caps.cache.items()},
+                others=others)
+            self.last_pmd_plan = plan
+            if plan.degraded:
+                # libvirt placed a VM the driver did not predict; the
+                # relation is partly lost until the layout changes.
+                LOG.warning("PMD COS degraded: cannot also cover the ways "
+                            "of sharing instance(s) %s without covering "
+                            "another group's ways or writing a mask the "
+                            "kernel refuses", ", ".join(plan.dropped))
             try:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:
@@ -274,9 +309,31 @@ class Agent:
             summary = (f"{gname}: "
                        f"{plan.schemata.format().strip().replace(chr(10), ' ')}"
                        f"; cpus {sorted(g.cpus())}; sharing "
-                       f"{', '.join(plan.sharing) or 'none'}")
+                       f"{', '.join(plan.sharing) or 'none'}"
+                       + (f"; DEGRADED, not covering {', '.join(plan.dropped)}"
+                          if plan.degraded else ""))
             LOG.info("PMD COS %s", summary)
             return summary
+
+    def _other_masks(self, caps, skip: set[str]
+                     ) -> dict[str, dict[int, int]]:
+        """Per cache resource and id, the union of the masks of every
+        control group not in ``skip`` (the root included)."""
+        out: dict[str, dict[int, int]] = {}
+        for g in self.fs.groups(with_mon=False):
+            if g.kind != "ctrl" or (not g.is_root and g.name in skip):
+                continue
+            try:
+                s = g.schemata()
+            except errors.ResctrlError:
+                continue
+            for res in s.resources():
+                if res not in caps.cache:
+                    continue
+                per = out.setdefault(res, {})
+                for cid, mask in s.domains(res).items():
+                    per[cid] = per.get(cid, 0) | mask
+        return out
 
     # -- reconcile -------------------------------------------------------
 
@@ -291,16 +348,29 @@ class Agent:
         report = ReconcileReport()
         with self.fs.locked():
             recs, report.unreadable_records = self.records.all()
+            for bad in report.unreadable_records:
+                LOG.error("reconcile: skipped record %s", bad)
+            living = []
             for rec in recs:
-                if rec.alive():
-                    continue
-                if rec.group:
-                    if self._remove_orphan(rec.group):
+                # One record that cannot be handled is named and skipped;
+                # the others are still reconciled.
+                try:
+                    if rec.alive():
+                        living.append(rec)
+                        continue
+                    if rec.group and self._remove_orphan(rec.group):
                         report.removed_groups.append(rec.group)
+                except (errors.ResctrlError, OSError, ValueError) as e:
+                    where = os.path.join(self.records.dir,
+                                         f"{rec.uuid}.json")
+                    LOG.error("reconcile: %s (group %s): %s", where,
+                              rec.group, e)
+                    report.unreadable_records.append(f"{where}: {e}")
+                    continue
                 self.records.remove(rec.uuid)
                 report.dropped_records.append(rec.uuid)
-            for rec in recs:
-                if rec.alive() and rec.rdt_class:
+            for rec in living:
+                if rec.rdt_class:
                     try:
                         self.join_class(rec.rdt_class, self.threads(rec.pid))
                         report.rejoined.append(rec.uuid)

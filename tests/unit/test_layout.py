@@ -25,7 +25,7 @@ LOWER = {
     "allocation": {"resctrl"},
     "emulator": {"resctrl"},
     "privsep": {"allocation", "resctrl", "host"},
-    "host": {"allocation", "resctrl", "hook"},
+    "host": {"allocation", "resctrl"},
     "hook": {"allocation", "resctrl", "host"},
     "conf": {"allocation", "resctrl", "host", "hook"},
     "api": {"allocation", "resctrl"},

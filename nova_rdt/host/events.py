@@ -1,0 +1,33 @@
+"""What the agent acts on: a libvirt domain event, already validated.
+
+:mod:`nova_rdt.hook.hookinput` builds these from hostile input; the
+agent trusts them.  Kept here, below the hook, so that the agent does
+not depend on the hook's entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Managed:
+    """nova-rdt's metadata of one domain."""
+
+    vcpus: frozenset[int]
+    pmd_share: bool
+    rdt_class: str | None
+    monitor: bool
+    #: (MB domain id, MBps) that libvirt cannot set; the hook writes them.
+    mb_mbps: tuple[tuple[int, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class HookEvent:
+    operation: str
+    sub_operation: str
+    name: str
+    uuid: str
+    managed: Managed | None       # None: not nova-rdt's, ignore
+    instance_name: str | None = None    # Nova's display name, for logs
+    flavor: str | None = None           # Nova's flavor name
