@@ -65,9 +65,14 @@ if [ ! -f "$stamp" ] || [ -n "$(find nova_rdt nova tempest_plugin \
     # pip's build chatter (setuptools deprecation notices) goes to a log;
     # it is shown only if the install fails.
     log=.venv/nova-rdt-install.log
+    # A stale build/lib would carry deleted modules into site-packages.
+    rm -rf build
     if ! .venv/bin/pip install -q --no-deps . >"$log" 2>&1; then
         cat "$log" >&2
         exit 1
     fi
     touch "$stamp"
 fi
+# The RFC 2544 engine's compiled sender (nova-rdt-pktgen), into .venv/bin;
+# rebuilt only when its source is newer.
+./tools/build-native.sh .venv/bin

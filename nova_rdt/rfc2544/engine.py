@@ -3,15 +3,15 @@ latency at the throughput found."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
 import time
-from collections.abc import Callable
 
 from nova_rdt.rfc2544 import latency as latency_mod
 from nova_rdt.rfc2544 import search as search_mod
-from nova_rdt.rfc2544.model import LatencyResult
 from nova_rdt.rfc2544.model import SEED_BINS_US
 from nova_rdt.rfc2544.model import SEED_FRAME_SIZES
+from nova_rdt.rfc2544.model import LatencyResult
 from nova_rdt.rfc2544.model import TrafficGenerator
 
 Progress = Callable[[dict], None]
@@ -69,6 +69,8 @@ def run(gen: TrafficGenerator, cfg: RunConfig,
             count[0] += 1
             say({"event": "trial", "frame_size": size, "trial": count[0],
                  "offered_pps": rate, "achieved_pps": t.achieved_pps,
+                 "forwarded_pps": t.forwarded_pps,
+                 "generator_limited": t.generator_limited,
                  "loss_ratio": t.loss_ratio,
                  "passed": t.passed(cfg.search.loss_tolerance)})
             return t
@@ -82,8 +84,11 @@ def run(gen: TrafficGenerator, cfg: RunConfig,
             lat = gen.latency(size, rate, cfg.latency_duration,
                               cfg.latency_bins_us)
         say({"event": "result", "frame_size": size,
-             "throughput_pps": found.rate_pps,
+             # RFC 2544 throughput: forwarded at the highest passing rate.
+             "throughput_pps": found.throughput_pps,
              "achieved_pps": found.achieved_pps,
+             "offered_pps": found.offered_pps,
+             "upper_pps": found.upper_pps,
              "generator_limited": found.generator_limited,
              "converged": found.converged, "note": found.note,
              "trials": found.trial_count,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+import math
 
 from nova_rdt.rfc2544.model import LatencyResult
 
@@ -71,7 +71,7 @@ def from_bins(bins: Sequence[tuple[float, float | None, int]],
         for p in PERCENTILES:
             rank = math.ceil(p / 100 * total - 1e-9)
             seen = 0
-            for lo, hi, n in bins:
+            for _lo, hi, n in bins:
                 seen += n
                 if seen >= rank:
                     edge = hi if hi is not None else max_us

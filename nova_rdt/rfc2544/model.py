@@ -76,5 +76,5 @@ class TrafficGenerator(abc.ABC):
                 bins_us) -> LatencyResult:
         """Latency of probe frames while sending at ``rate_pps``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default that does nothing)
         """Release what the generator holds (sessions, sockets)."""

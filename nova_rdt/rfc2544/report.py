@@ -1,16 +1,21 @@
 """Writes a report directory: ``report.json``, ``results.csv``,
-``trials.csv`` and PNG plots (latency per frame size, the latency
-histogram), and comparison plots of two runs as in the ONP app note's
+``trials.csv``, PNG plots (latency per frame size, the latency
+histogram) and ``report.html`` (all of it on one page), and comparison
+plots of two runs as in the ONP app note's
 Figures 3-2 (average latency per frame size, CAT off/on) and 3-3
 (histogram bins)."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import dataclasses
+import html
 import json
+import math
 import os
 
+from nova_rdt.rfc2544 import wording
 from nova_rdt.rfc2544.engine import Report
 
 VERSION = 1
@@ -18,7 +23,7 @@ VERSION = 1
 
 def to_dict(r: Report) -> dict:
     cfg = r.config
-    return {
+    doc = {
         "version": VERSION, "label": r.label, "generator": r.generator,
         "started": r.started, "finished": r.finished,
         "config": {"frame_sizes": list(cfg.frame_sizes),
@@ -33,7 +38,10 @@ def to_dict(r: Report) -> dict:
         "frames": [{
             "frame_size": f.frame_size,
             "throughput": {
+                # RFC 2544 throughput: forwarded at the highest pass.
+                "throughput_pps": f.throughput.throughput_pps,
                 "rate_pps": f.throughput.rate_pps,
+                "offered_pps": f.throughput.offered_pps,
                 "achieved_pps": f.throughput.achieved_pps,
                 "forwarded_pps": f.throughput.forwarded_pps,
                 "upper_pps": f.throughput.upper_pps,
@@ -43,7 +51,8 @@ def to_dict(r: Report) -> dict:
                 "trial_log": [{"offered_pps": t.offered_pps,
                                "duration": t.duration, "tx": t.tx,
                                "rx": t.rx, "loss_ratio": t.loss_ratio,
-                               "achieved_pps": t.achieved_pps}
+                               "achieved_pps": t.achieved_pps,
+                               "generator_limited": t.generator_limited}
                               for t in f.throughput.trials]},
             "latency": None if f.latency is None else {
                 "rate_pps": f.latency.rate_pps, "samples": f.latency.samples,
@@ -55,6 +64,21 @@ def to_dict(r: Report) -> dict:
                          for lo, hi, n in f.latency.bins]},
         } for f in r.frames],
     }
+    for fr in doc["frames"]:
+        fr["throughput"]["status"] = wording.status(fr["throughput"])
+        fr["throughput"]["mark"] = wording.mark(fr["throughput"])
+    return finite(doc)
+
+
+def finite(obj):
+    """The document with every NaN or infinity as null: JSON has none."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def write(r: Report, out_dir: str, plots: bool = True) -> list[str]:
@@ -63,12 +87,14 @@ def write(r: Report, out_dir: str, plots: bool = True) -> list[str]:
     doc = to_dict(r)
     paths = [os.path.join(out_dir, "report.json")]
     with open(paths[0], "w") as f:
-        json.dump(doc, f, indent=2, sort_keys=True)
+        json.dump(doc, f, indent=2, sort_keys=True, allow_nan=False)
         f.write("\n")
     paths.append(_write_results_csv(doc, out_dir))
     paths.append(_write_trials_csv(doc, out_dir))
     if plots:
         paths += plot_report(doc, out_dir)
+    paths.append(write_html(doc, out_dir, [p for p in paths
+                                           if p.endswith(".png")]))
     return paths
 
 
@@ -78,7 +104,9 @@ def _write_results_csv(doc, out_dir) -> str:
     bin_names = ([f"bin_0_{bins[0]:g}us"]
                  + [f"bin_{a:g}_{b:g}us" for a, b in zip(bins, bins[1:])]
                  + [f"bin_over_{bins[-1]:g}us"])
-    cols = ["frame_size", "throughput_pps", "achieved_pps", "forwarded_pps",
+    # The mark stands right after the number it qualifies.
+    cols = ["frame_size", "throughput_pps", "status", "mark", "achieved_pps",
+            "forwarded_pps", "offered_pps", "upper_pps",
             "generator_limited", "converged", "trials", "latency_min_us",
             "latency_avg_us", "latency_max_us", "latency_p50_us",
             "latency_p99_us", "latency_p99.9_us"] + bin_names
@@ -88,9 +116,13 @@ def _write_results_csv(doc, out_dir) -> str:
         for fr in doc["frames"]:
             t, lat = fr["throughput"], fr["latency"] or {}
             pct = lat.get("percentiles_us", {})
-            w.writerow([fr["frame_size"], round(t["rate_pps"], 1),
+            w.writerow([fr["frame_size"], round(t["throughput_pps"], 1),
+                        t["status"], t["mark"],
                         round(t["achieved_pps"], 1),
                         round(t["forwarded_pps"], 1),
+                        round(t["offered_pps"], 1),
+                        None if t["upper_pps"] is None
+                        else round(t["upper_pps"], 1),
                         t["generator_limited"], t["converged"], t["trials"],
                         lat.get("min_us"), lat.get("avg_us"),
                         lat.get("max_us"), pct.get("50"), pct.get("99"),
@@ -104,14 +136,79 @@ def _write_trials_csv(doc, out_dir) -> str:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["frame_size", "trial", "offered_pps", "achieved_pps",
-                    "duration", "tx", "rx", "loss_ratio"])
+                    "duration", "tx", "rx", "loss_ratio",
+                    "generator_limited"])
         for fr in doc["frames"]:
             for i, t in enumerate(fr["throughput"]["trial_log"], 1):
                 w.writerow([fr["frame_size"], i, round(t["offered_pps"], 1),
                             round(t["achieved_pps"], 1),
                             round(t["duration"], 3), t["tx"], t["rx"],
-                            t["loss_ratio"]])
+                            t["loss_ratio"], t["generator_limited"]])
     return path
+
+
+def write_html(doc: dict, out_dir: str, images: list[str]) -> str:
+    """One self-contained page: the results table (every mark in words
+    beside its number), the plots, the trial log."""
+    esc = html.escape
+    rows = []
+    for fr in doc["frames"]:
+        t, lat = fr["throughput"], fr["latency"] or {}
+        pct = lat.get("percentiles_us") or {}
+        mark = (f'<br><span class="mark {esc(t["status"])}">'
+                f'{esc(t["mark"])}</span>' if t["mark"] else "")
+        rows.append(
+            f"<tr><td>{fr['frame_size']}</td>"
+            f"<td>{t['throughput_pps']:,.0f}{mark}</td>"
+            f"<td>{t['achieved_pps']:,.0f}</td><td>{t['trials']}</td>"
+            f"<td>{_num(lat.get('avg_us'))}</td><td>{_num(pct.get('50'))}"
+            f"</td><td>{_num(pct.get('99'))}</td></tr>")
+    trials = "".join(
+        f"<tr><td>{fr['frame_size']}</td><td>{i}</td>"
+        f"<td>{t['offered_pps']:,.0f}</td><td>{t['achieved_pps']:,.0f}"
+        f"{' (generator-limited)' if t['generator_limited'] else ''}</td>"
+        f"<td>{t['loss_ratio']:.4%}</td></tr>"
+        for fr in doc["frames"]
+        for i, t in enumerate(fr["throughput"]["trial_log"], 1))
+    imgs = []
+    for p in images:
+        with open(p, "rb") as f:
+            imgs.append(f'<img alt="{esc(os.path.basename(p))}" src="data:'
+                        f'image/png;base64,{base64.b64encode(f.read()).decode()}">')
+    title = f"RFC 2544: {doc['label'] or 'run'} ({doc['generator']})"
+    page = f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
+<title>{esc(title)}</title><style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:1.5em;max-width:1100px}}
+td,th{{padding:2px 10px;border-bottom:1px solid #ddd;text-align:right}}
+.mark{{font-size:12px;color:#b00;text-align:left}} img{{max-width:48%}}
+</style></head><body><h1>{esc(title)}</h1>
+<p>Throughput is what the DUT forwarded at the highest rate that passed
+({esc(doc['throughput_kind'])}).</p>
+<table id="results"><tr><th>frame (B)</th><th>throughput (pps)</th>
+<th>sent (pps)</th><th>trials</th><th>avg µs</th><th>p50 µs</th>
+<th>p99 µs</th></tr>{''.join(rows)}</table>
+<p>{' '.join(imgs)}</p>
+<h2>Trials</h2><table id="trials"><tr><th>frame (B)</th><th>trial</th>
+<th>offered (pps)</th><th>sent (pps)</th><th>loss</th></tr>{trials}</table>
+</body></html>
+"""
+    path = os.path.join(out_dir, "report.html")
+    with open(path, "w") as f:
+        f.write(page)
+    return path
+
+
+def _tick(docs: dict[str, dict], size: int) -> str:
+    """A frame size's axis label, with the words a result there needs
+    (the throughput it was measured at is not a plain number then)."""
+    marks = sorted({wording.status(fr["throughput"])
+                    for d in docs.values() for fr in d["frames"]
+                    if fr["frame_size"] == size} - {"ok"})
+    return "\n".join([str(size)] + marks)
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
 
 
 def _plt():
@@ -144,7 +241,8 @@ def compare(docs: dict[str, dict], out_dir: str,
         ax.bar([x + i * width for x in range(len(sizes))], avg, width,
                label=label)
     ax.set_xticks([x + width * (len(labels) - 1) / 2
-                   for x in range(len(sizes))], [str(s) for s in sizes])
+                   for x in range(len(sizes))],
+                  [_tick(docs, s) for s in sizes])
     ax.set_xlabel("frame size (bytes)")
     ax.set_ylabel("average latency (µs)")
     ax.set_title("Average latency at the throughput found")

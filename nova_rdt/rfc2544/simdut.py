@@ -1,10 +1,25 @@
 """A simulated device under test with a known, noisy capacity.
 
 Each trial the DUT's capacity wanders by ``jitter`` (relative, normal),
-and with probability ``spurious`` a transient burst of up to
-``burst`` frames is lost whatever the rate: the two kinds of noise that
-make real searches near the edge unstable.  ``truth(tolerance)`` is the
-rate at which the expected loss equals the tolerance.
+and with probability ``spurious`` a transient burst of up to ``burst``
+frames is lost whatever the rate: the two kinds of noise that make real
+searches near the edge unstable.
+
+Two ways real set-ups break the naive picture can be switched on:
+
+* ``collapse``: receive livelock (Mogul and Ramakrishnan's model).  Every
+  arriving frame costs receive work whether it is forwarded or dropped,
+  so above capacity the forwarded rate *falls* linearly with the offered
+  load, instead of staying at capacity.  ``collapse`` is how many times
+  less than its capacity the DUT forwards at ``collapse_at`` (default:
+  the generator's real maximum), as OVS-DPDK on AF_PACKET, kernel
+  forwarding or a VM's virtio path do.
+* ``gen_ceiling_pps``: the generator cannot send what it is asked for
+  above this rate, though ``max_rate_pps`` claims ``line_rate``; and
+  ``rate_error`` (relative, normal) is its rate control's error.
+
+``truth(tolerance)`` is the offered rate at which the expected loss
+equals the tolerance, for whichever model is on.
 """
 
 from __future__ import annotations
@@ -12,10 +27,10 @@ from __future__ import annotations
 import math
 import random
 
+from nova_rdt.rfc2544 import latency as latency_mod
 from nova_rdt.rfc2544.model import LatencyResult
 from nova_rdt.rfc2544.model import TrafficGenerator
 from nova_rdt.rfc2544.model import Trial
-from nova_rdt.rfc2544 import latency as latency_mod
 
 
 class SimulatedDut(TrafficGenerator):
@@ -24,31 +39,67 @@ class SimulatedDut(TrafficGenerator):
     def __init__(self, capacity_pps: float, line_rate_pps: float,
                  jitter: float = 0.001, spurious: float = 0.05,
                  burst: int = 50, seed: int = 0,
-                 base_latency_us: float = 8.0):
-        self.capacity = capacity_pps
-        self.line_rate = line_rate_pps
+                 base_latency_us: float = 8.0, collapse: float = 1.0,
+                 collapse_at_pps: float | None = None,
+                 gen_ceiling_pps: float | None = None,
+                 rate_error: float = 0.0):
+        for name, value in (("capacity_pps", capacity_pps),
+                            ("line_rate_pps", line_rate_pps)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value)
+                    and value > 0):
+                raise ValueError(f"{name} must be a positive number")
+        if not (math.isfinite(collapse) and collapse >= 1):
+            raise ValueError("collapse must be a number >= 1")
+        self.capacity = float(capacity_pps)
+        self.line_rate = float(line_rate_pps)
         self.jitter = jitter
         self.spurious = spurious
         self.burst = burst
         self.rng = random.Random(seed)
         self.base_latency_us = base_latency_us
+        self.ceiling = min(self.line_rate, gen_ceiling_pps or math.inf)
+        self.rate_error = rate_error
+        # Receive-livelock slope: forwarded = cap - k * (sent - cap).
+        at = collapse_at_pps or self.ceiling
+        self.k = ((1 - 1 / collapse) / (at / self.capacity - 1)
+                  if collapse > 1 and at > self.capacity else 0.0)
         self.trials = 0
 
+    def forwarded(self, sent_pps: float, capacity: float | None = None
+                  ) -> float:
+        """What the DUT forwards when ``sent_pps`` arrive (no noise)."""
+        cap = self.capacity if capacity is None else capacity
+        if sent_pps <= cap:
+            return sent_pps
+        return max(cap - self.k * cap * (sent_pps / cap - 1), 0.0)
+
     def truth(self, tolerance: float) -> float:
-        return min(self.capacity / (1 - tolerance), self.line_rate)
+        """The rate where loss equals ``tolerance`` (or the generator's
+        ceiling, if the DUT is faster than that)."""
+        lo, hi = self.capacity, self.capacity / (1 - tolerance) + 1
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if self.forwarded(mid) >= mid * (1 - tolerance):
+                lo = mid
+            else:
+                hi = mid
+        return min(lo, self.ceiling)
 
     def max_rate_pps(self, frame_size: int) -> float:
         return self.line_rate
 
     def measure(self, rate_pps: float, duration: float) -> Trial:
         self.trials += 1
-        tx = int(min(rate_pps, self.line_rate) * duration)
+        sent = min(rate_pps, self.ceiling)
+        if self.rate_error:
+            sent *= 1 + self.rng.gauss(0, self.rate_error)
+        tx = int(max(sent, 0.0) * duration)
         cap = self.capacity * (1 + self.rng.gauss(0, self.jitter))
-        lost = max(0, tx - int(cap * duration))
+        lost = max(0, tx - int(self.forwarded(tx / duration, cap) * duration))
         if self.rng.random() < self.spurious:
             lost += self.rng.randint(1, self.burst)
         return Trial(rate_pps, duration, tx, max(tx - lost, 0),
-                     generator_limited=rate_pps > self.line_rate)
+                     generator_limited=tx < 0.98 * rate_pps * duration)
 
     def trial(self, frame_size, rate_pps, duration) -> Trial:
         return self.measure(rate_pps, duration)
@@ -61,6 +112,48 @@ class SimulatedDut(TrafficGenerator):
         samples = [self.rng.expovariate(1 / mean) + self.base_latency_us / 2
                    for _ in range(2000)]
         return latency_mod.summarize(samples, bins_us, rate_pps, duration)
+
+
+# The benchmark's and the tests' DUT models: name -> a maker of
+# (dut, max_rate) from a seed.  ``line`` is what the generator claims.
+def _draw(seed: int):
+    return random.Random(seed)
+
+
+def benign(seed: int, line: float) -> SimulatedDut:
+    """Forwards its capacity at any overload; the generator sends all."""
+    cap = _draw(seed).uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed)
+
+
+def collapse(seed: int, line: float) -> SimulatedDut:
+    """Receive livelock: at line rate it forwards 2-10x under capacity."""
+    r = _draw(seed)
+    cap = r.uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed, collapse=r.uniform(2, 10))
+
+
+def ceiling(seed: int, line: float) -> SimulatedDut:
+    """The generator claims line rate but sends only 1.5-8x capacity."""
+    r = _draw(seed)
+    g = r.uniform(1.5, 8)
+    cap = r.uniform(0.05, 0.97) * line / g
+    return SimulatedDut(cap, line, seed=seed, gen_ceiling_pps=g * cap,
+                        rate_error=0.001)
+
+
+def both(seed: int, line: float) -> SimulatedDut:
+    """Both at once: a 1.5-8x generator ceiling, and 2-10x collapse at
+    that ceiling."""
+    r = _draw(seed)
+    g = r.uniform(1.5, 8)
+    cap = r.uniform(0.05, 0.97) * line / g
+    return SimulatedDut(cap, line, seed=seed, gen_ceiling_pps=g * cap,
+                        rate_error=0.001, collapse=r.uniform(2, 10))
+
+
+MODELS = {"benign": benign, "collapse": collapse, "gen-ceiling": ceiling,
+          "collapse+ceiling": both}
 
 
 def trials_for(width: float) -> int:

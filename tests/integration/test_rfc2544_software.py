@@ -67,11 +67,19 @@ def test_short_rfc2544_across_ovs_dpdk(lab, tmp_path):
     for f in doc["frames"]:
         t, lat = f["throughput"], f["latency"]
         assert t["achieved_pps"] > 10_000, f
+        # Every bound is a rate really sent: none above the most sent.
+        sent = max(x["achieved_pps"] for x in t["trial_log"])
+        assert t["upper_pps"] is None or t["upper_pps"] <= sent
+        # Whatever the path did, the result says it in words.
+        if t["status"] != "ok":
+            assert t["mark"].split(" ")[0].rstrip(":") in res.stdout
         assert lat["samples"] > 100, f
         assert 0 < lat["percentiles_us"]["50"] <= lat["percentiles_us"]["99"]
         assert sum(b["count"] for b in lat["bins"]) == lat["samples"]
+    assert doc["generator"] == "software (native sender)" or \
+        "Python sender" in res.stderr
     for name in ("results.csv", "trials.csv", "latency.png",
-                 "histogram.png"):
+                 "histogram.png", "report.html"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "latency.png").read_bytes()[:4] == b"\x89PNG"
     keep = os.path.join(ARTIFACTS, "rfc2544-ovs-dpdk")

@@ -51,8 +51,8 @@ def test_report_files_and_a_with_without_comparison(tmp_path):
     on, _ = _run("CAT on", 5e6, 2)
     paths = report.write(off, str(tmp_path / "off"))
     names = sorted(p.rsplit("/", 1)[1] for p in paths)
-    assert names == ["histogram.png", "latency.png", "report.json",
-                     "results.csv", "trials.csv"]
+    assert names == ["histogram.png", "latency.png", "report.html",
+                     "report.json", "results.csv", "trials.csv"]
     doc = json.loads((tmp_path / "off" / "report.json").read_text())
     assert doc["throughput_kind"] == "RFC 2544 throughput (zero loss)"
     assert [f["frame_size"] for f in doc["frames"]] == [64, 512]
@@ -67,3 +67,49 @@ def test_report_files_and_a_with_without_comparison(tmp_path):
                            str(tmp_path / "cmp"))
     for p in plots:
         assert open(p, "rb").read(4) == b"\x89PNG"
+
+
+def test_not_converged_and_generator_limited_are_marked_everywhere(
+        tmp_path):
+    """Console, results.csv and report.html say it in words next to the
+    number; report.json is strict JSON."""
+    from nova_rdt.rfc2544 import cli
+    from nova_rdt.rfc2544 import search
+
+    # A DUT faster than the generator's real ceiling: generator-limited.
+    fast = SimulatedDut(5e6, 14_880_952, gen_ceiling_pps=131_000, seed=1)
+    # A budget too small to converge.
+    slow = SimulatedDut(4e6, 14_880_952, seed=2)
+    cfg = engine.RunConfig(frame_sizes=(64,), label="x", search=(
+        search.SearchConfig(max_trials=3)))
+    lines = []
+    runs = {}
+    for name, dut in (("fast", fast), ("slow", slow)):
+        runs[name] = engine.run(dut, cfg, lambda ev: lines.append(
+            cli.progress_line(ev)))
+        report.write(runs[name], str(tmp_path / name), plots=False)
+    results = [ln for ln in lines if ln and "pps forwarded" in ln]
+    assert "GENERATOR-LIMITED" in results[0]
+    assert "capacity is at least 131,000 pps" in results[0]
+    assert "NOT CONVERGED (stopped after max_trials=3)" in results[1]
+    # The mark sits right after the number, before anything else.
+    assert results[1].index("NOT CONVERGED") < results[1].index("sent")
+    for name, word in (("fast", "generator-limited"),
+                       ("slow", "not-converged")):
+        row = next(csv.DictReader(open(tmp_path / name / "results.csv")))
+        assert row["status"] == word
+        assert row["mark"].split(" ")[0] in ("GENERATOR-LIMITED:", "NOT")
+        page = (tmp_path / name / "report.html").read_text()
+        assert row["mark"].split(":")[0].split(" (")[0] in page
+        json.loads((tmp_path / name / "report.json").read_text(),
+                   parse_constant=lambda c: pytest.fail(f"JSON has {c}"))
+    fast_row = next(csv.DictReader(open(tmp_path / "fast" /
+                                        "results.csv")))
+    assert float(fast_row["throughput_pps"]) == pytest.approx(131_000,
+                                                              rel=0.01)
+
+
+def test_report_json_never_holds_nan():
+    assert report.finite({"a": [float("nan"), 1.0, float("inf")],
+                          "b": {"c": float("-inf")}}) == \
+        {"a": [None, 1.0, None], "b": {"c": None}}
