@@ -11,15 +11,15 @@ resctrl it carries the allocation itself and the claim stops counting.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import dataclasses
 import itertools
 import threading
 import time
-from collections.abc import Iterable
 
 from nova_rdt.allocation import hoststate
-from nova_rdt.allocation import planner
 from nova_rdt.allocation import naming
+from nova_rdt.allocation import planner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Claim:
     demand: planner.Demand
     seq: int
     created: float
+    pmd_share: bool = False
 
 
 def libvirt_domain_names(group_names: Iterable[str]) -> set[str]:
@@ -56,11 +57,14 @@ class ClaimLedger:
                        not in allocated_names),
                       key=lambda c: c.seq)
 
-    def effective(self, live: hoststate.HostRdtState,
-                  allocated_names: set[str],
-                  exclude: str | None = None) -> hoststate.HostRdtState:
-        """``live`` with every pending claim laid on in claim order."""
+    def placements(self, live: hoststate.HostRdtState,
+                   allocated_names: set[str], exclude: str | None = None
+                   ) -> tuple[hoststate.HostRdtState,
+                              list[tuple[Claim, dict[int, dict[str, int]]]]]:
+        """``live`` with every pending claim laid on in claim order, and
+        the masks libvirt is predicted to give each of them."""
         state = live
+        placed = []
         for c in self.pending(allocated_names, exclude):
             try:
                 masks = planner.place(state, c.demand)
@@ -70,11 +74,19 @@ class ClaimLedger:
                 # must not also block everyone else.
                 continue
             state = state.with_allocation(masks)
-        return state
+            placed.append((c, masks))
+        return state, placed
+
+    def effective(self, live: hoststate.HostRdtState,
+                  allocated_names: set[str],
+                  exclude: str | None = None) -> hoststate.HostRdtState:
+        """``live`` with every pending claim laid on in claim order."""
+        return self.placements(live, allocated_names, exclude)[0]
 
     def claim(self, instance_uuid: str, domain_name: str,
               d: planner.Demand, live: hoststate.HostRdtState,
-              allocated_names: set[str]) -> dict[int, dict[str, int]]:
+              allocated_names: set[str], pmd_share: bool = False
+              ) -> dict[int, dict[str, int]]:
         """Plan ``d`` against live state and pending claims; record it.
 
         An instance's earlier claim (hard reboot, rescue, resize to the
@@ -86,7 +98,7 @@ class ClaimLedger:
             masks = planner.place(state, d)
             self._claims[instance_uuid] = Claim(
                 instance_uuid, domain_name, d, next(self._seq),
-                self._clock())
+                self._clock(), pmd_share)
             return masks
 
     def release(self, instance_uuid: str) -> bool:

@@ -1,48 +1,201 @@
 """What the OVS-DPDK PMD COS should hold.  Pure.
 
-In the ONP layout the PMD cores share ways with every forwarding VM:
-the PMD mask is the configured base ways joined with the ways of each
-running instance that asks to share (``rdt:pmd_share``).  libvirt counts
-every group's ways as used, so the PMD mask may only ever cover ways that
-are already taken (base, sharing VMs) and must never run ahead of them.
-When nothing is shared and there is no base, the PMDs share the host's
-reserved ways instead: a CBM may not be empty.
+In the ONP layout the PMD cores share ways with every forwarding VM that
+asks to (``rdt:pmd_share``): the PMD mask covers the configured base ways
+and each sharing VM's ways, and no other VM's.
+
+A CBM must be one run of ones unless ``info/<res>/sparse_masks`` is 1, so
+the PMD mask is the *span* from the lowest to the highest of those ways.
+Ways inside the span that no sharing VM holds are covered too; libvirt
+counts every group's ways as used, so such ways are withheld from new
+VMs (they "belong to the PMDs") until the span shrinks.  The driver
+refuses a sharing VM whose predicted ways are not adjacent to the span
+(:func:`refusal`), so on arrival the span only ever grows by the new VM's
+ways; a span with a hole only arises when a sharing VM in the middle of
+the span leaves.
+
+If the span would cover a way of a non-sharing VM, of a class group or of
+the host -- libvirt placed something the driver did not predict -- the
+mask is *degraded*: the largest valid mask that keeps the base, dropping
+the sharing VMs it cannot reach.  Never an
+invalid mask.  When nothing is shared and there is no base, the PMDs
+share the host's reserved ways: a CBM may not be empty.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
 
+from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
+
+# libvirt's cache types (the planner's kinds) as resctrl resources.
+RESOURCE_OF_KIND = {"both": "L3", "code": "L3CODE", "data": "L3DATA"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheRules:
+    """What the kernel accepts for one cache resource."""
+
+    cbm_len: int
+    min_cbm_bits: int = 1
+    sparse: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class IdPlan:
+    """The PMD mask of one cache id of one resource."""
+
+    mask: int
+    absorbed: int = 0                 # ways in the span no sharing VM holds
+    dropped: tuple[str, ...] = ()     # sharing VMs the mask cannot cover
 
 
 @dataclasses.dataclass(frozen=True)
 class PmdPlan:
     schemata: Schemata
     sharing: tuple[str, ...]      # instance uuids whose ways are included
+    dropped: tuple[str, ...] = ()     # sharing but not covered: degraded
+    absorbed: Mapping[str, Mapping[int, int]] = dataclasses.field(
+        default_factory=dict)         # resource -> id -> withheld free ways
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.dropped)
 
 
-def plan(resources: dict[str, list[int]], base: Schemata | None,
-         root: Schemata, shares: dict[str, Schemata],
-         mb_full: dict[str, int] | None = None) -> PmdPlan:
+def _span(mask: int) -> int:
+    """The smallest contiguous mask covering ``mask`` (0 for 0)."""
+    if not mask:
+        return 0
+    low = (mask & -mask).bit_length() - 1
+    return cbm.Run(low, mask.bit_length() - low).mask
+
+
+def plan_id(rules: CacheRules, base: int, shares: Mapping[str, int],
+            others: int, fallback: int) -> IdPlan:
+    """The PMD mask on one cache id.
+
+    ``shares`` maps each sharing instance to its mask here, ``others`` is
+    the union of the masks it must not cover (the host's, other
+    instances', class groups'; the PMD group excluded), and
+    ``fallback`` what to share when there is nothing else (the host's
+    ways).  The result always passes :func:`cbm.check`.
+    """
+    full = cbm.full_mask(rules.cbm_len)
+    others &= full
+    want = base
+    for m in shares.values():
+        want |= m
+    if not want:
+        return IdPlan(fallback)
+    if rules.sparse:
+        mask = want & ~others
+        return _valid(rules, IdPlan(mask, 0, _uncovered(shares, mask)),
+                      fallback, shares)
+    span = _span(want)
+    if not span & others:
+        return _valid(rules, IdPlan(span, span & ~want), fallback, shares)
+    # Degraded: within the run of ways free of other groups that holds
+    # the base (or, without a base, that covers the most shared ways),
+    # span what is wanted there.
+    runs = [r.mask for r in cbm.runs(~others & full)]
+    if base:
+        chosen = next((r for r in runs if base & r == base), base)
+    else:
+        chosen = max(runs, key=lambda r: (cbm.popcount(want & r), -r),
+                     default=0)
+    mask = _span(want & chosen)
+    return _valid(rules, IdPlan(mask, mask & ~want, _uncovered(shares, mask)),
+                  fallback, shares)
+
+
+def _uncovered(shares: Mapping[str, int], mask: int) -> tuple[str, ...]:
+    return tuple(sorted(u for u, m in shares.items() if m & ~mask))
+
+
+def _valid(rules: CacheRules, p: IdPlan, fallback: int,
+           shares: Mapping[str, int]) -> IdPlan:
+    try:
+        cbm.check(p.mask, rules.cbm_len, rules.min_cbm_bits, rules.sparse)
+    except cbm.CbmError:
+        # Only reachable with a base the kernel refuses on its own (a
+        # layout not made by host preparation): share the host's ways
+        # rather than write a bad mask.
+        return IdPlan(fallback, 0, tuple(sorted(u for u, m in shares.items()
+                                                if m)))
+    return p
+
+
+def plan(resources: Mapping[str, list[int]], base: Schemata | None,
+         root: Schemata, shares: Mapping[str, Schemata],
+         mb_full: Mapping[str, int] | None = None,
+         rules: Mapping[str, CacheRules] | None = None,
+         others: Mapping[str, Mapping[int, int]] | None = None) -> PmdPlan:
     """The PMD group's schemata.
 
     ``resources`` maps each cache resource (L3, or L3CODE/L3DATA) to its
-    cache ids; ``shares`` maps instance uuid to the schemata of its group.
-    MB resources in ``mb_full`` are set to their maximum: PMDs are never
-    throttled.
+    cache ids; ``shares`` maps instance uuid to the schemata of its group;
+    ``rules`` gives each resource's kernel rules (default: 32 contiguous
+    ways); ``others`` the union of the masks of the groups the PMD COS
+    must not cover (default: the root's).  MB resources
+    in ``mb_full`` are set to their maximum: PMDs are never throttled.
     """
     lines: dict[str, dict[int, int]] = {}
+    dropped: set[str] = set()
+    absorbed: dict[str, dict[int, int]] = {}
     for res, ids in resources.items():
         lines[res] = {}
+        r = (rules or {}).get(res) or CacheRules(32)
         for cid in ids:
-            mask = base.get(res, cid) or 0 if base else 0
-            for s in shares.values():
-                mask |= s.get(res, cid) or 0
-            if not mask:
-                mask = root.get(res, cid) or 0
-            lines[res][cid] = mask
+            fallback = root.get(res, cid) or 0
+            # libvirt copies the default group's mask into the cache ids
+            # a domain did not ask for: that is no allocation to share.
+            here = {u: m for u, m in ((u, s.get(res, cid) or 0)
+                                      for u, s in shares.items())
+                    if m != fallback}
+            p = plan_id(
+                r, (base.get(res, cid) or 0) if base else 0, here,
+                (others or {}).get(res, {}).get(cid, fallback), fallback)
+            lines[res][cid] = p.mask
+            dropped.update(p.dropped)
+            if p.absorbed:
+                absorbed.setdefault(res, {})[cid] = p.absorbed
     for res, full in (mb_full or {}).items():
-        ids = root.domains(res) if res in root.resources() else {}
-        lines[res] = {cid: full for cid in ids}
-    return PmdPlan(Schemata(lines), tuple(sorted(shares)))
+        mb_ids = root.domains(res) if res in root.resources() else {}
+        lines[res] = {cid: full for cid in mb_ids}
+    return PmdPlan(Schemata(lines),
+                   tuple(sorted(set(shares) - dropped)),
+                   tuple(sorted(dropped)), absorbed)
+
+
+def refusal(rules: CacheRules, current: int, pending: int, new: int,
+            sharing: bool) -> str | None:
+    """Why a VM whose predicted mask is ``new`` would break the PMD COS.
+
+    ``current`` is the PMD span's wanted ways on this cache id (base plus
+    sharing VMs, 0 when the PMDs only fall back to the host's ways),
+    ``pending`` the ways of sharing VMs claimed but not started yet.
+    A non-sharing VM may not land inside the span (libvirt never puts it
+    there while the span is written, but a pending sharing VM's span is
+    not written yet); a sharing VM must touch the span so the span grows
+    by its ways alone, keeping one run without withholding free ways.
+    None when the VM is fine.
+    """
+    if not new:
+        return None
+    want = current | pending
+    if not sharing:
+        if new & _span(want) and not rules.sparse:
+            return (f"its ways {new:x} would sit inside the PMD COS "
+                    f"span {_span(want):x}")
+        return None
+    if rules.sparse or not want:
+        return None
+    grown = want | new
+    if _span(grown) != grown:
+        return (f"its ways {new:x} are not adjacent to the PMD COS "
+                f"{want:x}; the PMD mask {_span(grown):x} would also cover "
+                f"ways no sharing VM holds")
+    return None

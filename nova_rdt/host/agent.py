@@ -317,11 +317,20 @@ class Agent:
 
     def _other_masks(self, caps, skip: set[str]
                      ) -> dict[str, dict[int, int]]:
-        """Per cache resource and id, the union of the masks of every
-        control group not in ``skip`` (the root included)."""
+        """Per cache resource and id, the union of the masks the PMD COS
+        must not cover: the root's (the host's ways), libvirt's groups and
+        nova-rdt's class groups, except those in ``skip``.  Foreign groups
+        (pqos ``COS*``, ...) share nothing with instances and a new group
+        starts with every way, so they are left out."""
         out: dict[str, dict[int, int]] = {}
+        classes = self.fs.prefix + naming.CLASS_INFIX
         for g in self.fs.groups(with_mon=False):
-            if g.kind != "ctrl" or (not g.is_root and g.name in skip):
+            if g.kind != "ctrl":
+                continue
+            if not g.is_root and (
+                    g.name in skip
+                    or not (naming.libvirt_short_name(g.name)
+                            or g.name.startswith(classes))):
                 continue
             try:
                 s = g.schemata()

@@ -39,6 +39,7 @@ def test_the_driver_overrides_what_we_think():
     assert {"_get_guest_config", "init_host", "get_available_resource",
             "update_provider_tree", "cleanup", "_cleanup_resize",
             "post_claim_migrate_data", "_live_migration_operation",
+            "confirm_migration",
             "rollback_live_migration_at_destination"} <= names
 
 

@@ -1,0 +1,290 @@
+"""The PMD COS plan (nova_rdt.allocation.pmdplan) against the kernel model.
+
+Random arrival and departure sequences of sharing and non-sharing VMs on
+the emulator's ResctrlKernel: libvirt is modelled by its best fit, the
+driver by ``pmdplan.refusal``, and now and then libvirt "does something
+unpredicted" (a VM lands anywhere free).  Every mask nova-rdt writes must
+be accepted by the kernel model, and the PMD mask must cover the base and
+every sharing VM, and never another VM's or the host's ways.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import pytest
+
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import pmdplan
+from nova_rdt.emulator import profiles
+from nova_rdt.emulator.kernel import KernelError
+from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl.schemata import Schemata
+from tests.kernel_fixtures import make_kernel
+from tests.kernel_fixtures import materialize
+
+PMD = "nova-rdt-pmd"
+
+
+# -- plan_id, exhaustively on small caches ------------------------------
+
+def _masks(n):
+    return [cbm.Run(s, w).mask for w in range(1, n + 1)
+            for s in range(n - w + 1)]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_plan_id_is_always_valid_and_never_covers_others(sparse):
+    n = 6
+    rules = pmdplan.CacheRules(n, 1, sparse)
+    fallback = 0b1
+    runs = _masks(n)
+    for base in [0] + runs:
+        for a in [0] + runs:
+            for other in [0] + runs:
+                if base & a or base & other or a & other:
+                    continue
+                others = other | fallback
+                if (base | a) & fallback:
+                    continue
+                p = pmdplan.plan_id(rules, base, {"a": a} if a else {},
+                                    others, fallback)
+                cbm.check(p.mask, n, 1, sparse)
+                if p.mask != fallback:
+                    assert p.mask & others == 0
+                    assert p.mask & base == base
+                if "a" not in p.dropped:
+                    assert p.mask & a == a
+                if not (base | a):
+                    assert p.mask == fallback
+                assert p.absorbed & (base | a | others) == 0
+
+
+def test_plan_id_spans_the_issue_layout():
+    # Issue 17: pmd_shared_ways=2 at the top of 11 ways, a sharing VM
+    # placed low by libvirt.  The union 0x63c is refused by the kernel.
+    rules = pmdplan.CacheRules(11, 1, False)
+    p = pmdplan.plan_id(rules, 0x600, {"vm": 0x3c}, 0x3, 0x3)
+    assert p.mask == 0x7fc                  # one run, covers both
+    assert p.absorbed == 0x1c0 and p.dropped == ()
+    # A non-sharing VM in between: degraded, keeps the base, never
+    # covers the other VM.
+    p = pmdplan.plan_id(rules, 0x600, {"vm": 0x3c}, 0x3 | 0x40, 0x3)
+    assert p.mask == 0x600 and p.dropped == ("vm",)
+
+
+def test_refusal_rules():
+    rules = pmdplan.CacheRules(11, 1, False)
+    # Adjacent sharing VM: fine.  Gap: refused.  Nothing shared yet: fine.
+    assert pmdplan.refusal(rules, 0x600, 0, 0x1e0, True) is None
+    assert "not adjacent" in pmdplan.refusal(rules, 0x600, 0, 0x3c, True)
+    assert pmdplan.refusal(rules, 0, 0, 0x3c, True) is None
+    # A non-sharing VM between the span and a pending sharing VM.
+    assert "inside" in pmdplan.refusal(rules, 0x600, 0x0c0, 0x100, False)
+    assert pmdplan.refusal(rules, 0x600, 0, 0x0c, False) is None
+    # Sparse masks: contiguity is not needed.
+    assert pmdplan.refusal(pmdplan.CacheRules(11, 0, True), 0x600, 0, 0x3,
+                           True) is None
+
+
+def test_plan_keeps_mb_full_and_lists_degradation():
+    root = Schemata.parse("L3:0=3;1=3\nMB:0=100;1=100\n")
+    base = Schemata.parse("L3:0=600;1=600\n")
+    shares = {"a": Schemata.parse("L3:0=1e0;1=c\n")}
+    others = {"L3": {0: 0x3, 1: 0x3 | 0x10}}
+    plan = pmdplan.plan({"L3": [0, 1]}, base, root, shares, {"MB": 100},
+                        {"L3": pmdplan.CacheRules(11)}, others)
+    assert plan.schemata.get("MB", 1) == 100
+    assert plan.schemata.get("L3", 0) == 0x7e0
+    assert plan.schemata.get("L3", 1) == 0x600     # 0x10 is in the way
+    assert plan.degraded and plan.dropped == ("a",) and plan.sharing == ()
+
+
+# -- random sequences on the kernel model -------------------------------
+
+class Host:
+    """The kernel model, with libvirt's best fit and the driver's check."""
+
+    def __init__(self, profile: str, reserved: int, pmd_ways: int):
+        self.k, _clock, _tasks = make_kernel(profile)
+        self.prof = profiles.get(profile)
+        l3 = self.prof.l3
+        self.cdp = self.prof.cdp
+        self.res = ("L3CODE", "L3DATA") if self.cdp else ("L3",)
+        self.ids = list(range(self.prof.domains))
+        self.rules = pmdplan.CacheRules(l3.cbm_len, l3.min_cbm_bits,
+                                        l3.sparse_masks)
+        caps = self.capabilities()
+        self.layout = hostlayout.plan(caps, reserved, pmd_ways)
+        self.write("", self.layout.root)
+        self.k.mkdir(PMD)
+        self.vms: dict[str, tuple[bool, Schemata]] = {}
+        self.rogue = False      # libvirt did something unpredicted
+        self.sync()
+
+    def capabilities(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            materialize(self.k, d)
+            return caps_mod.discover(d)
+
+    def write(self, group: str, s: Schemata):
+        path = f"{group}/schemata" if group else "schemata"
+        # Raises KernelError if the kernel would refuse it.
+        self.k.write(path, s.format().encode())
+
+    def read(self, group: str) -> Schemata:
+        return Schemata.parse(self.k.read(f"{group}/schemata" if group
+                                          else "schemata"))
+
+    def used(self, res, cid, skip=()):
+        u = 0
+        for g in ["", PMD, *self.vms]:
+            if g in skip:
+                continue
+            u |= self.read(g).get(res, cid) or 0
+        return u
+
+    def pmd_wanted(self, res, cid):
+        cur = self.read(PMD).get(res, cid) or 0
+        return 0 if cur == self.read("").get(res, cid) else cur
+
+    def arrive(self, name, ways, sharing, rnd: random.Random, rogue: bool):
+        full = cbm.full_mask(self.rules.cbm_len)
+        lines = {}
+        for res in self.res:
+            lines[res] = {}
+            for cid in self.ids:
+                free = full & ~self.used(res, cid)
+                if rogue:
+                    spots = [cbm.Run(r.start + o, ways).mask
+                             for r in cbm.runs(free) if r.length >= ways
+                             for o in range(r.length - ways + 1)]
+                    mask = rnd.choice(spots) if spots else None
+                else:
+                    mask = cbm.best_fit(free, ways)
+                if mask is None:
+                    return "full"
+                lines[res][cid] = mask
+        if not rogue:
+            for res in self.res:
+                for cid in self.ids:
+                    if pmdplan.refusal(self.rules, self.pmd_wanted(res, cid),
+                                       0, lines[res][cid], sharing):
+                        return "refused"
+        before = {(r, c): self.pmd_wanted(r, c)
+                  for r in self.res for c in self.ids}
+        try:
+            self.k.mkdir(name)
+        except KernelError as e:
+            assert e.errno == errno.ENOSPC      # out of CLOSIDs
+            return "full"
+        s = Schemata(lines)
+        self.write(name, s)
+        self.vms[name] = (sharing, s)
+        self.rogue |= rogue
+        plan = self.sync()
+        if sharing and not rogue and not self.rogue:
+            # On a predicted arrival the span grows by the VM's ways alone.
+            for (r, c), was in before.items():
+                assert plan.schemata.get(r, c) == was | lines[r][c]
+        return "started"
+
+    def leave(self, name):
+        self.k.rmdir(name)
+        del self.vms[name]
+        self.sync()
+
+    def sync(self) -> pmdplan.PmdPlan:
+        shares = {n: s for n, (sh, s) in self.vms.items() if sh}
+        others = {res: {cid: self.used(res, cid, skip={PMD, *shares})
+                        for cid in self.ids} for res in self.res}
+        plan = pmdplan.plan({r: self.ids for r in self.res},
+                            self.layout.pmd, self.read(""), shares,
+                            rules={r: self.rules for r in self.res},
+                            others=others)
+        self.write(PMD, plan.schemata.restricted(self.res))
+        self.check(plan)
+        return plan
+
+    def check(self, plan):
+        root = self.read("")
+        pmd = self.read(PMD)
+        for res in self.res:
+            for cid in self.ids:
+                p = pmd.get(res, cid)
+                assert p == plan.schemata.get(res, cid)   # as written
+                cbm.check(p, self.rules.cbm_len, self.rules.min_cbm_bits,
+                          self.rules.sparse)
+                fallback = p == root.get(res, cid)
+                base = (self.layout.pmd.get(res, cid) or 0
+                        if self.layout.pmd else 0)
+                masks = []
+                for n, (sh, s) in self.vms.items():
+                    m = s.get(res, cid)
+                    masks.append(m)
+                    assert m & root.get(res, cid) == 0
+                    assert m & base == 0
+                    if not sh:
+                        assert p & m == 0, (n, hex(p), hex(m))
+                    elif not self.rogue:
+                        assert p & m == m, (n, hex(p), hex(m))
+                for i, a in enumerate(masks):          # VMs disjoint
+                    for b in masks[i + 1:]:
+                        assert a & b == 0
+                if not fallback:
+                    assert p & root.get(res, cid) == 0
+                    assert p & base == base
+                absorbed = plan.absorbed.get(res, {}).get(cid, 0)
+                assert absorbed & self.used(res, cid, skip={PMD}) == 0
+        if not self.rogue:
+            assert not plan.degraded
+
+
+PROFILES = [("gold-6252", 2, 2), ("gold-6252", 2, 0),
+            ("gold-6252-cdp", 2, 2), ("e5-2658-v3", 4, 0),
+            ("e5-2658-v3", 4, 2), ("amd-epyc", 2, 2)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(setup=st.sampled_from(PROFILES),
+       steps=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 4),
+                                st.booleans(), st.integers(0, 99)),
+                      min_size=1, max_size=16),
+       seed=st.integers(0, 2 ** 16), rogue_pct=st.sampled_from([0, 0, 20]))
+def test_random_arrivals_and_departures(setup, steps, seed, rogue_pct):
+    profile, reserved, pmd_ways = setup
+    host = Host(profile, reserved, pmd_ways)
+    rnd = random.Random(seed)
+    n = 0
+    for pick, ways, sharing, roll in steps:
+        ways = max(ways, host.rules.min_cbm_bits)
+        if host.vms and pick < 4:
+            host.leave(sorted(host.vms)[pick % len(host.vms)])
+            continue
+        n += 1
+        host.arrive(f"vm{n}", ways, sharing, rnd, roll < rogue_pct)
+
+
+def test_interleaved_sequence_on_gold_6252():
+    """The lab's sequence (tests/integration/test_pmd_cos.py), modelled."""
+    host = Host("gold-6252", 2, 2)
+    rnd = random.Random(0)
+    assert host.arrive("n1", 3, False, rnd, False) == "started"  # 2-4
+    assert host.arrive("s1", 4, True, rnd, False) == "started"   # 5-8
+    assert host.read(PMD).get("L3", 0) == 0x7e0
+    host.leave("n1")
+    assert host.arrive("s2", 3, True, rnd, False) == "started"   # 2-4
+    assert host.read(PMD).get("L3", 0) == 0x7fc
+    host.leave("s1")
+    # The span keeps s2 and the base; s1's ways stay with the PMDs.
+    assert host.read(PMD).get("L3", 0) == 0x7fc
+    assert host.arrive("n2", 2, False, rnd, False) == "full"
+    host.leave("s2")
+    assert host.read(PMD).get("L3", 0) == 0x600
+    assert host.arrive("s3", 2, True, rnd, False) == "refused"    # 2-3
