@@ -44,10 +44,9 @@ def build_parser() -> common.Parser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lab"]:
-        # Nova's in-process harness needs eventlet's patching before
-        # anything imports oslo.messaging: before the rest of the CLI.
-        from nova import monkey_patch
-        monkey_patch.patch()
+        # nova_rdt.lab.demo patches eventlet itself, once its log file is
+        # open (so the patching's deprecation notices go there), and
+        # before anything imports oslo.messaging.
         from nova_rdt.lab import demo
         return demo.main(argv[1:])
     args = build_parser().parse_args(argv)

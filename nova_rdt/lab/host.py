@@ -55,6 +55,15 @@ def mounts_under(path: str) -> list[str]:
     return out
 
 
+def _cmdline(pid: int) -> str:
+    """What a leftover process runs, for the leak report ('' if gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return ""
+
+
 class Lab:
     """A compute host: resctrl, libvirt, OVS-DPDK and traffic links."""
 
@@ -65,12 +74,15 @@ class Lab:
                  libvirt_cache_dir: str | None = None,
                  failure_log_dir: str | None = None,
                  hook: dict | None = None,
-                 log=None):
+                 log=None, kernel: str | None = None):
         if resctrl not in ("emulated", "real", "auto"):
             raise ValueError(f"resctrl must be emulated, real or auto, "
                              f"not {resctrl!r}")
         self.profile = profiles_mod.get(profile)
         self.resctrl_mode = resctrl
+        # The kernel release the emulator behaves as (None: its default);
+        # only an emulated resctrl has one.
+        self.kernel = kernel
         self.id = secrets.token_hex(2)
         self.base = base_dir or tempfile.mkdtemp(
             prefix=f"nova-rdt-lab-{self.id}-")
@@ -115,18 +127,24 @@ class Lab:
     def start_resctrl(self) -> str:
         """Mount the emulator, or adopt the host's resctrl; says which."""
         use_real = (self.resctrl_mode == "real"
-                    or (self.resctrl_mode == "auto" and real_resctrl_present()))
+                    or (self.resctrl_mode == "auto"
+                        and real_resctrl_present()))
         if use_real:
             if not real_resctrl_present():
                 raise LabError(f"resctrl='real' but {REAL_RESCTRL} is not "
                                f"a mounted resctrl filesystem")
+            if self.kernel:
+                raise LabError(f"kernel={self.kernel!r} applies to the "
+                               f"emulated resctrl only, but this lab uses "
+                               f"the real one at {REAL_RESCTRL}")
             self.resctrl_root = REAL_RESCTRL
             self.sysfs_cpu_root = "/sys/devices/system/cpu"
             msg = f"using the host's real resctrl at {REAL_RESCTRL}"
         else:
+            extra = {"kernel": self.kernel} if self.kernel else {}
             self.emulator = emulator_mount.Emulator(
                 self.profile.name,
-                state_dir=os.path.join(self.base, "emulator"))
+                state_dir=os.path.join(self.base, "emulator"), **extra)
             self._timed("emulator", self.emulator.start)
             self.resctrl_root = self.emulator.mountpoint
             self.sysfs_cpu_root = self.emulator.sysfs_cpu
@@ -325,7 +343,7 @@ class Lab:
     def leaks(self) -> list[str]:
         """What is still there after stop(): should be empty."""
         left = [f"process {p.name}[{p.pid}]" for p in self.sup.alive()]
-        left += [f"process in lab namespace [{pid}]"
+        left += [f"process in lab namespace {_cmdline(pid)}[{pid}]"
                  for pid in self.ns.members()]
         left += [f"mount {m}" for m in mounts_under(self.base)]
         if self.traffic:

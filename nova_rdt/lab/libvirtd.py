@@ -17,11 +17,11 @@ import subprocess
 import time
 from xml.sax.saxutils import escape
 
+from nova_rdt.host.procinfo import is_running
 from nova_rdt.lab.mountns import MountNamespace
 from nova_rdt.lab.procs import LabError
 from nova_rdt.lab.procs import Process
 from nova_rdt.lab.procs import Supervisor
-from nova_rdt.host.procinfo import is_running
 
 _KVM_GET_API_VERSION = 0xAE00
 # Debian's build-time QEMU user and group, and the id Debian gives them.

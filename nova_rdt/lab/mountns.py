@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 
 from nova_rdt.lab.procs import LabError
 from nova_rdt.lab.procs import Process
@@ -160,7 +161,13 @@ class MountNamespace:
 
         self.sup.wait_for(self.holder, ready, timeout,
                           "a ready mount namespace")
-        self.ns_inode = os.stat(f"/proc/{self.holder.pid}/ns/mnt").st_ino
+        # A reference to the namespace, held for as long as this object
+        # lives: the kernel reuses a dead namespace's inode number, and
+        # members() would then count a stranger's processes (another
+        # lab's) as ours after stop().
+        fd = os.open(f"/proc/{self.holder.pid}/ns/mnt", os.O_RDONLY)
+        weakref.finalize(self, os.close, fd)
+        self.ns_inode = os.fstat(fd).st_ino
 
     def command(self, argv: list[str]) -> list[str]:
         """``argv`` wrapped to run inside the namespace."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 
 from nova_rdt.host import ovs
 from nova_rdt.lab.mountns import MountNamespace
@@ -22,6 +23,7 @@ from nova_rdt.lab.procs import Supervisor
 VSWITCHD_DPDK = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 BRIDGE = "br-lab"
+MGMT_SOCKET_TIMEOUT = 15.0
 
 
 def ovs_dpdk_unavailable_reason() -> str | None:
@@ -88,7 +90,7 @@ class OvsDpdk:
 
     def ofctl(self, *args: str) -> str:
         """ovs-ofctl against br-lab's management socket."""
-        mgmt = f"unix:{os.path.join(self.run_dir, BRIDGE + '.mgmt')}"
+        mgmt = f"unix:{self.mgmt_sock}"
         cmd, *rest = args
         res = subprocess.run(["ovs-ofctl", cmd, mgmt, *rest],
                              capture_output=True, text=True,
@@ -97,6 +99,39 @@ class OvsDpdk:
             raise LabError(f"ovs-ofctl {' '.join(args)}: "
                            f"{res.stderr.strip()}")
         return res.stdout.strip()
+
+    @property
+    def mgmt_sock(self) -> str:
+        return os.path.join(self.run_dir, BRIDGE + ".mgmt")
+
+    def _wait_bridge(self, timeout: float = MGMT_SOCKET_TIMEOUT) -> None:
+        """Until ovs-vswitchd has made br-lab (its management socket).
+
+        add-br's wait ends when vswitchd has tried, not when it managed:
+        the netdev datapath needs a tap named ``ovs-netdev`` in the host's
+        network namespace, which another OVS-DPDK running on this machine
+        (another lab) may hold.
+        """
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.mgmt_sock):
+            if time.monotonic() > deadline:
+                errors = [line.split("|")[-1] for line in
+                          self.vswitchd_log_tail().splitlines()
+                          if "|ERR|" in line or "|WARN|" in line]
+                said = "; ".join(dict.fromkeys(errors[-4:]))
+                raise LabError(
+                    f"ovs-vswitchd did not create {BRIDGE} in {timeout:.0f}s"
+                    f"{': ' + said if said else ''} (is another OVS-DPDK "
+                    f"using the netdev datapath on this host?)")
+            time.sleep(0.05)
+
+    def vswitchd_log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.root, "ovs-vswitchd.log"),
+                      errors="replace") as f:
+                return f.read()[-8000:]
+        except OSError:
+            return ""
 
     def cross_connect(self, a: str, b: str) -> None:
         """Forward everything from port ``a`` to ``b`` and back, and
@@ -142,6 +177,7 @@ class OvsDpdk:
                           "dpdk_initialized=true")
         self.vsctl("--may-exist", "add-br", BRIDGE, "--", "set", "bridge",
                    BRIDGE, "datapath_type=netdev")
+        self._wait_bridge()
 
     def _dpdk_initialized(self) -> bool:
         try:

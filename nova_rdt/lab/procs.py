@@ -15,7 +15,6 @@ import signal
 import subprocess
 import time
 
-
 from nova_rdt.host.procinfo import is_running
 from nova_rdt.host.procinfo import proc_start_time
 

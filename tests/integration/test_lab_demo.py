@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,7 @@ def _run(tmp_path, scenario, libvirt_cache):
     tail = (res.stdout + res.stderr)[-4000:]
     assert res.returncode == 0, tail
     assert "nothing left behind" in res.stdout, tail
+    _assert_readable(res.stdout, out)
     snap = out / "resctrl"
     servers = json.loads((out / "servers.json").read_text())
     groups = set(os.listdir(snap))
@@ -53,6 +55,28 @@ def _run(tmp_path, scenario, libvirt_cache):
         assert len(found) == 1, (server, groups)
         return str(snap / found[0])
     return out, snap, servers, group_of
+
+
+#: What must not reach the console: log records (by level, or by their
+#: time stamp), Python's warnings (``...Warning:``) and tracebacks.  (The
+#: scheduler's "ERROR: No valid host" is the stage's own line.)
+_NOISE = re.compile(r"\b(DEBUG|INFO|WARNING)\b|\w+Warning\b|Traceback"
+                    r"|^\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+
+
+def _assert_readable(stdout, out):
+    """The console holds the stages, progress, tables and the summary;
+    the logs and warnings are in the log file the summary names."""
+    noise = [line for line in stdout.splitlines() if _NOISE.search(line)]
+    assert not noise, "log lines on the lab's stdout:\n" + "\n".join(
+        noise[:20])
+    for n in range(1, 8):
+        assert re.search(rf"^== {n}\. ", stdout, re.M), f"no stage {n}"
+    log = out / "lab.log"
+    assert f"logs:    {log}" in stdout
+    text = log.read_text()
+    # Nova's own log of the cloud went there.
+    assert "while the cloud ran" in text and "nova." in text
 
 
 def _mb(path):

@@ -13,22 +13,23 @@ they need three things, all scoped to this directory:
   attribute 'test_x'``.  The replacement below spares that one attribute.
 * ``[wsgi] api_paste_config``: Nova's ``ConfFixture`` defaults it to
   ``$state_path/etc/nova/api-paste.ini`` (inside site-packages), where the
-  wheel does not put it.  Each test gets the installed Nova's file as the
-  default, or the test class's ``API_PASTE_CONFIG`` when that is set (the
-  product adds its own paste filter); ``self.flags(...)`` still wins.
+  wheel does not put it.  A test class's ``API_PASTE_CONFIG`` (the
+  product adds its own paste filter) is what the test base applies; a
+  class that sets none gets the installed Nova's file.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from . import NOVA_UNAVAILABLE, nova_api_paste_ini
+from . import NOVA_UNAVAILABLE
+from . import nova_api_paste_ini
 
 _SKIP_REASON = NOVA_UNAVAILABLE
 if _SKIP_REASON is None:
     try:
         import nova.test
-        from nova.tests.fixtures import conf as _nova_conf_fixture
+
         # Pulls in placement, wsgi_intercept, os-brick fixtures, ...
         import nova.tests.functional.libvirt.base  # noqa: F401
     except ImportError as exc:
@@ -69,19 +70,14 @@ else:
         return path
 
     @pytest.fixture(autouse=True)
-    def _nova_api_paste_config_default(request, monkeypatch,
-                                       nova_api_paste_config):
-        owner = request.instance if request.instance is not None \
-            else request.cls
-        path = getattr(owner, "API_PASTE_CONFIG", None) or \
-            nova_api_paste_config
-        orig_setup = _nova_conf_fixture.ConfFixture.setUp
-
-        def setUp(fixture):
-            orig_setup(fixture)
-            fixture.conf.set_default("api_paste_config", path, group="wsgi")
-
-        monkeypatch.setattr(_nova_conf_fixture.ConfFixture, "setUp", setUp)
+    def _nova_api_paste_config_default(request, nova_api_paste_config):
+        # The test base applies API_PASTE_CONFIG (a parameter of the test,
+        # not a patch of Nova's ConfFixture); a class that sets none gets
+        # the installed Nova's, on this instance only.
+        case = request.instance
+        if case is not None and hasattr(case, "API_PASTE_CONFIG") \
+                and not case.API_PASTE_CONFIG:
+            case.API_PASTE_CONFIG = nova_api_paste_config
 
 
 # Nova 34's etc/nova/api-paste.ini (the parts the compute API uses), for

@@ -1,24 +1,23 @@
-"""Nova's in-process functional framework on hosts that look like Intel
-RDT hosts: used by the Nova tests and by ``nova-rdt lab``.
-
-It needs Nova's test-only dependencies (test-requirements.txt) and Nova's
-eventlet monkey-patching applied before anything imports oslo.messaging.
+"""The base class of the Nova functional tests, and of the lab's Nova
+cloud.
 
 :class:`RdtServersTestBase` is Nova's libvirt ``ServersTestBase`` (real
 API, conductor, scheduler, compute and placement in one process, libvirt
 faked by ``nova.tests.fixtures.libvirt``) with:
 
 * :meth:`~RdtServersTestBase.start_rdt_compute`: a compute whose host has
-  a resctrl filesystem (our FUSE emulator, one per host), a sysfs cache
-  topology that agrees with the fake NUMA topology, ``[rdt]`` options
-  pointing at both, and libvirt capabilities with the ``<cache>`` and
-  ``<memory_bandwidth>`` elements libvirt 9.0 reports on such a host.
-  ``start_compute`` still starts plain hosts.
+  a resctrl filesystem (our FUSE emulator, one per host, or a resctrl
+  someone else mounted), a sysfs cache topology that agrees with the fake
+  NUMA topology, ``[rdt]`` options pointing at both, and libvirt
+  capabilities with the ``<cache>`` and ``<memory_bandwidth>`` elements
+  libvirt 9.0 reports on such a host.  ``start_compute`` still starts
+  plain hosts.
 * capture of every domain XML handed to ``defineXML``/``createXML``
   (fakelibvirt's ``XMLDesc()`` drops ``<cachetune>``/``<memorytune>``):
   :meth:`~RdtServersTestBase.domain_xml`,
   :meth:`~RdtServersTestBase.defined_xmls`.
 * :meth:`~RdtServersTestBase.relaxng_validate` against libvirt's schemas.
+* ``API_PASTE_CONFIG``: the ``[wsgi] api_paste_config`` its API loads.
 
 Live-migration tests combine it with Nova's mixin, as Nova's own do::
 
@@ -36,18 +35,17 @@ import os
 
 import fixtures
 from lxml import etree
-from oslo_config import cfg
-
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
+from oslo_config import cfg
 
 import nova_rdt.conf
-from nova_rdt.emulator import kernel as emu_kernel
 from nova_rdt.emulator import mount as emu_mount
 from nova_rdt.emulator import profiles as emu_profiles
-from nova_rdt.emulator import topology as emu_topology
-from nova_rdt.resctrl.capabilities import format_cpu_list
+from nova_rdt.lab.cloud.host_sysfs import write_host_sysfs
+from nova_rdt.lab.cloud.libvirt_caps import inject_resctrl_caps
+from nova_rdt.lab.cloud.libvirt_caps import libvirt_resctrl_caps
 
 CONF = nova_conf.CONF
 
@@ -56,6 +54,10 @@ LIBVIRT_SCHEMA_DIR = os.environ.get("NOVA_RDT_LIBVIRT_SCHEMA_DIR",
                                     "/usr/share/libvirt/schemas")
 
 LibvirtMigrationMixin = libvirt_base.LibvirtMigrationMixin
+
+__all__ = ["CapturedXML", "LibvirtMigrationMixin", "RdtHost",
+           "RdtMigrationTestBase", "RdtServersTestBase",
+           "libvirt_resctrl_caps", "register_rdt_opts"]
 
 
 def register_rdt_opts(conf=CONF) -> None:
@@ -108,8 +110,6 @@ class RdtHost:
                 "state_path": self.state_path}
 
 
-# -- libvirt 9.0 capabilities -------------------------------------------------
-
 @dataclasses.dataclass
 class _ExternalResctrl:
     """A resctrl mount the harness did not make (``resctrl_root=``)."""
@@ -118,142 +118,6 @@ class _ExternalResctrl:
 
     def stop(self) -> None:
         pass
-
-
-def _format_int_pretty(value: int) -> tuple[int, str]:
-    """libvirt's virFormatIntPretty(): the largest unit that divides."""
-    unit = "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if value == 0 or value % 1024:
-            break
-        value //= 1024
-        unit = bigger
-    return value, unit
-
-
-def _cache_control(granularity: int, minimum: int, scope: str,
-                   max_allocs: int) -> str:
-    """One ``<control/>`` of a cache bank (virCapabilitiesFormatCaches)."""
-    gran_short, unit = _format_int_pretty(granularity)
-    min_short, min_unit = _format_int_pretty(minimum)
-    if min_short:
-        # Both values in the smaller of the two units.
-        gran_div = granularity // gran_short
-        min_div = minimum // min_short
-        if min_div > gran_div:
-            min_short *= min_div // gran_div
-        elif min_div < gran_div:
-            unit = min_unit
-            gran_short *= gran_div // min_div
-    attrs = f"granularity='{gran_short}'"
-    if min_short:
-        attrs += f" min='{min_short}'"
-    return (f"<control {attrs} unit='{unit}' type='{scope}' "
-            f"maxAllocs='{max_allocs}'/>")
-
-
-def _monitor(profile: emu_profiles.Profile, prefix: str) -> str:
-    """``<monitor>`` for features starting with ``prefix`` ('' if none)."""
-    mon = profile.monitor
-    features = [f for f in (mon.features if mon else ()) if
-                f.startswith(prefix)]
-    if not features:
-        return ""
-    attrs = ""
-    if prefix == "llc_":
-        # The kernel's max_threshold_occupancy, as the emulator computes it.
-        threshold = ((profile.l3.size // mon.num_rmids)
-                     // emu_kernel.MON_SCALE * emu_kernel.MON_SCALE)
-        attrs = f"level='3' reuseThreshold='{threshold}' "
-    body = "".join(f"<feature name='{f}'/>" for f in features)
-    return f"<monitor {attrs}maxMonitors='{mon.num_rmids}'>{body}</monitor>"
-
-
-def libvirt_resctrl_caps(profile: emu_profiles.Profile,
-                         banks: dict[int, list[int]]
-                         ) -> tuple[str, str | None]:
-    """``<cache>`` and ``<memory_bandwidth>`` (or None) as libvirt 9.0 would
-    report them for ``profile`` with L3 cache id -> CPUs ``banks``.
-
-    From libvirt's virCapabilitiesFormatCaches/-MemoryBandwidth and
-    virResctrlInfoGetCache: the bank size is sysfs ``index3/size``;
-    granularity = size / popcount(cbm_mask); ``min`` only when
-    min_cbm_bits != 1; one control per info/L3* directory (type both, or
-    code and data under CDP) with maxAllocs = its num_closids; the MB node
-    of each L3 bank has granularity = bandwidth_gran, min = min_bandwidth
-    and maxAllocs = MB's num_closids.  ``<monitor>`` elements follow the
-    banks/nodes when info/L3_MON lists llc_*/mbm_* features.  A host with
-    MBM but no MBA (e7-8890-v4) gets a ``<memory_bandwidth>`` holding only
-    a ``<monitor>``: libvirt 9.0 formats exactly that, although its own
-    capability.rng wants at least one ``<node>``.
-    """
-    l3 = profile.l3
-    if profile.cdp:
-        scopes = [("code", l3.num_closids // 2), ("data", l3.num_closids // 2)]
-    else:
-        scopes = [("both", l3.num_closids)]
-    granularity = l3.size // l3.cbm_len
-    minimum = l3.min_cbm_bits * granularity if l3.min_cbm_bits != 1 else 0
-    size, size_unit = _format_int_pretty(l3.size)
-    parts = ["<cache>"]
-    for cache_id, cpus in sorted(banks.items()):
-        controls = "".join(_cache_control(granularity, minimum, scope, n)
-                           for scope, n in scopes)
-        parts.append(
-            f"<bank id='{cache_id}' level='{l3.level}' type='both' "
-            f"size='{size}' unit='{size_unit}' "
-            f"cpus='{format_cpu_list(cpus)}'>{controls}</bank>")
-    parts.append(_monitor(profile, "llc_"))
-    parts.append("</cache>")
-    cache_xml = "".join(parts)
-
-    mb = next((b for b in profile.bandwidth if b.name == "MB"), None)
-    nodes = []
-    if mb is not None:
-        for cache_id, cpus in sorted(banks.items()):
-            nodes.append(
-                f"<node id='{cache_id}' cpus='{format_cpu_list(cpus)}'>"
-                f"<control granularity='{mb.bandwidth_gran}' "
-                f"min='{mb.min_bandwidth}' maxAllocs='{mb.num_closids}'/>"
-                f"</node>")
-    mon = _monitor(profile, "mbm_")
-    membw_xml = (f"<memory_bandwidth>{''.join(nodes)}{mon}</memory_bandwidth>"
-                 if nodes or mon else None)
-    return cache_xml, membw_xml
-
-
-def _inject_resctrl_caps(caps_xml: str, host: RdtHost) -> str:
-    """Put the host's ``<cache>``/``<memory_bandwidth>`` where libvirt does:
-    after the NUMA ``<topology>``, before ``<secmodel>``."""
-    root = etree.fromstring(caps_xml)
-    host_el = root.find("host")
-    anchor = host_el.find("topology")
-    pos = (list(host_el).index(anchor) + 1 if anchor is not None
-           else len(host_el.findall("*")))
-    for fragment in (host.cache_xml, host.memory_bandwidth_xml):
-        if fragment:
-            host_el.insert(pos, etree.fromstring(fragment))
-            pos += 1
-    return etree.tostring(root, encoding="unicode")
-
-
-def _write_host_sysfs(profile: emu_profiles.Profile,
-                      banks: dict[int, list[int]], root: str) -> str:
-    """``cpuN/cache/index3`` for the fake host's CPUs, cache id = NUMA node."""
-    all_cpus = sorted(c for cpus in banks.values() for c in cpus)
-    nbits = max(all_cpus) + 1
-    for cache_id, cpus in banks.items():
-        files = emu_topology.index3_files(profile, cache_id, sorted(cpus),
-                                          nbits)
-        for cpu in cpus:
-            d = os.path.join(root, f"cpu{cpu}", "cache", "index3")
-            os.makedirs(d, exist_ok=True)
-            for name, text in files.items():
-                with open(os.path.join(d, name), "w") as f:
-                    f.write(text)
-    with open(os.path.join(root, "online"), "w") as f:
-        f.write(format_cpu_list(all_cpus) + "\n")
-    return root
 
 
 _RELAXNG: dict[str, etree.RelaxNG] = {}
@@ -273,16 +137,15 @@ def _xml_uuid(xml) -> str | None:
         return None
 
 
-# -- the test base ------------------------------------------------------------
-
 class RdtServersTestBase(libvirt_base.ServersTestBase):
     """ServersTestBase with RDT hosts, domain XML capture and validation."""
 
     #: compute_driver for every compute this test starts (set before any
     #: starts); the product's is 'rdt.LibvirtRDTDriver'.
     COMPUTE_DRIVER = "libvirt.LibvirtDriver"
-    #: [wsgi] api_paste_config; None means the installed Nova's
-    #: api-paste.ini (conftest.py applies it).
+    #: [wsgi] api_paste_config for the API this test starts; None leaves
+    #: Nova's (tests/functional/nova/conftest.py makes that the installed
+    #: Nova's api-paste.ini).
     API_PASTE_CONFIG = None
     #: NUMA layout of an RDT host when start_rdt_compute gets none: one
     #: node per L3 cache domain of the profile (2 for gold-6252).
@@ -313,6 +176,14 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         if self.RDT_PRIVSEP_IN_PROCESS:
             self._rdt_privsep_in_process()
 
+    def _setup_services(self):
+        # Between Nova's ConfFixture (which resets [wsgi]) and the API
+        # fixture (which loads the paste pipeline): the one place where
+        # the option takes effect.
+        if self.API_PASTE_CONFIG:
+            self.flags(api_paste_config=self.API_PASTE_CONFIG, group="wsgi")
+        super()._setup_services()
+
     def _setup_compute_service(self):
         # Computes are started by the test; only choose the driver here.
         self.flags(compute_driver=self.COMPUTE_DRIVER)
@@ -340,7 +211,9 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         def getCapabilities(conn):
             xml = orig_caps(conn)
             host = hosts.get(conn.hostname)
-            return _inject_resctrl_caps(xml, host) if host else xml
+            return (inject_resctrl_caps(xml, host.cache_xml,
+                                        host.memory_bandwidth_xml)
+                    if host else xml)
 
         def defineXML(conn, xml):
             captured.append(CapturedXML(conn.hostname, "defineXML",
@@ -408,7 +281,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         host = RdtHost(
             hostname=hostname, profile=prof, host_info=host_info,
             emulator=emulator, banks=banks,
-            sysfs_cpu_root=_write_host_sysfs(
+            sysfs_cpu_root=write_host_sysfs(
                 prof, banks, os.path.join(workdir, "sysfs-cpu")),
             cache_xml=cache_xml, memory_bandwidth_xml=membw_xml,
             state_path=os.path.join(workdir, "state"))

@@ -1,0 +1,98 @@
+"""``nova-rdt lab`` options, and the order things must happen in: the
+log file first (so that what Nova's start-up says lands there), then
+eventlet's patching, then Nova's test framework, then the stages."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from nova_rdt.emulator import profiles
+from nova_rdt.emulator import versions
+from nova_rdt.lab import scenarios as scen_mod
+from nova_rdt.lab.demo import console
+
+LOG = logging.getLogger(__name__)
+
+DESCRIPTION = ("the seed scenarios end to end on this machine: Host lab, "
+               "Nova, libvirt, OVS-DPDK, exporter, RFC 2544")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="nova-rdt lab", description=DESCRIPTION)
+    ap.add_argument("--scenario", choices=sorted(scen_mod.SCENARIOS),
+                    default="onp")
+    ap.add_argument("--profile", help="emulated host profile (default: the "
+                                      "scenario's)")
+    ap.add_argument("--out", default="nova-rdt-lab-report",
+                    help="report directory, with the run's log "
+                         "(default: %(default)s)")
+    ap.add_argument("--short", action="store_true",
+                    help="fewer boots and a one-frame-size RFC 2544")
+    ap.add_argument("--resctrl", choices=["auto", "emulated", "real"],
+                    default="emulated",
+                    help="emulated (default), or the machine's own resctrl "
+                         "(real, or auto: real when mounted); the lab then "
+                         "shrinks its root group, as nova-compute would")
+    ap.add_argument("--kernel",
+                    help="the kernel release the emulated resctrl behaves "
+                         "as, e.g. 6.1 (default: the emulator's)")
+    ap.add_argument("--libvirt-cache-dir",
+                    help="reuse QEMU's capability probe across runs")
+    return ap
+
+
+def _check(ap: argparse.ArgumentParser, args) -> None:
+    """Bad option values as usage errors that name the option."""
+    if args.profile:
+        try:
+            profiles.get(args.profile)
+        except ValueError as e:
+            ap.error(f"--profile: {e}")
+    if args.kernel:
+        if args.resctrl == "real":
+            ap.error("--kernel applies to the emulated resctrl only, not "
+                     "to --resctrl real")
+        try:
+            versions.parse(args.kernel)
+        except ValueError as e:
+            ap.error(f"--kernel: {e}")
+
+
+def patch_eventlet() -> None:
+    """Nova's eventlet patching: before anything imports oslo.messaging
+    (idempotent, so a caller may have done it already)."""
+    from nova import monkey_patch
+    monkey_patch.patch()
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    _check(ap, args)
+    os.makedirs(args.out, exist_ok=True)
+    say = console.Console()
+    with console.LogFile(os.path.join(args.out, console.LOG_FILE)) as logs:
+        patch_eventlet()
+        # Imported only now: it imports Nova's test framework, which needs
+        # the patching above and sets up oslo.log on stdout (taken back by
+        # claim()).
+        from nova_rdt.lab.demo import runner
+        logs.claim()
+        try:
+            summary = runner.run(
+                args.scenario, args.profile, args.out, args.short,
+                args.resctrl, say=say,
+                libvirt_cache_dir=args.libvirt_cache_dir,
+                kernel=args.kernel, logs=logs)
+        except KeyboardInterrupt:
+            print("interrupted; everything was stopped", file=sys.stderr)
+            return 130
+        except Exception as e:
+            LOG.exception("nova-rdt lab failed")
+            print(f"nova-rdt lab failed: {e} (details in {logs.path})",
+                  file=sys.stderr)
+            return 1
+    return 0 if summary.get("ok") else 1

@@ -1,0 +1,86 @@
+"""Stage 6, first half: ``nova-rdt exporter`` on the lab's resctrl and
+hook records, its layout and a metrics snapshot for the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+START_TIMEOUT = 30.0
+_LISTENING = re.compile(r"on (http://[\d.]+:\d+)/")
+
+
+class ExporterError(RuntimeError):
+    pass
+
+
+class Exporter:
+    """The exporter as a subprocess; its output goes to ``log_path``."""
+
+    def __init__(self, lab, log_path: str):
+        self.lab = lab
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.url: str | None = None
+
+    def start(self) -> str:
+        s = self.lab.hook_settings(host_view=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
+                 "--port", "0", "--listen", "127.0.0.1", "--resctrl-root",
+                 self.lab.resctrl_root, "--sysfs-cpu-root",
+                 self.lab.sysfs_cpu_root, "--state-path", s.state_path,
+                 "--host", "lab", "--notify-interval", "0"],
+                stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
+        self.url = self._wait_listening()
+        return self.url
+
+    def _wait_listening(self) -> str:
+        # A file, not a pipe nobody reads: the exporter logs on and on.
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            with open(self.log_path, errors="replace") as f:
+                m = _LISTENING.search(f.read())
+            if m:
+                return m.group(1)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise ExporterError(f"the exporter did not start; see "
+                            f"{self.log_path}")
+
+    def layout(self) -> dict:
+        with urllib.request.urlopen(self.url + "/api/layout",
+                                    timeout=10) as r:
+            return json.load(r)
+
+    def metrics(self) -> str:
+        """nova-rdt's metric lines (the per-way owner series left out)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return "\n".join(line for line in text.splitlines()
+                         if line.startswith("nova_rdt_")
+                         and "way_owner" not in line)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def log_path(out_dir: str) -> str:
+    return os.path.join(out_dir, "exporter.log")
