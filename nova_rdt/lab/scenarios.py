@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from nova_rdt.resctrl import cpulist
 from nova_rdt.resctrl.schemata import Schemata
 
 
@@ -109,17 +110,8 @@ def snapshot(root: str, copy_to: str | None = None) -> dict:
         out[name or "/"] = {
             "schemata": {r: dict(v) for r, v in
                          Schemata.parse(files["schemata"]).lines.items()},
-            "cpus": _cpus(files["cpus_list"]),
+            "cpus": cpulist.parse(files["cpus_list"]),
             "tasks": len(files["tasks"].split())}
-    return out
-
-
-def _cpus(text: str) -> set[int]:
-    out = set()
-    for part in text.strip().split(","):
-        if part:
-            a, _, b = part.partition("-")
-            out.update(range(int(a), int(b or a) + 1))
     return out
 
 
