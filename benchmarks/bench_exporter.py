@@ -4,7 +4,8 @@
 
 An emulated Gold 6252 (2 cache ids, CMT and MBM) with 60 groups: 7
 control groups (every CLOS but the root's: MBA leaves 8) and 53 monitor
-groups of the root (where libvirt puts monitor-only instances).  Times, interleaved,
+groups of the root (where libvirt puts monitor-only instances).  Times,
+interleaved,
 ``--scrapes`` HTTP GETs of ``/metrics`` (read, resolve, render, serve)
 and as many passes of two loops over exactly the files a scrape reads
 (per group ``schemata`` for control groups, ``tasks`` and

@@ -1,1 +1,1 @@
-"""nova-rdt: Intel RDT (CAT, CDP, MBA, CMT/MBM) isolation for OpenStack Nova."""
+"""nova-rdt: Intel RDT (CAT, CDP, MBA, CMT/MBM) isolation for Nova."""

@@ -105,7 +105,8 @@ class ClaimLedger:
         with self._lock:
             return self._claims.pop(instance_uuid, None) is not None
 
-    def forget_unless(self, defined_uuids: set[str], grace: float) -> list[str]:
+    def forget_unless(self, defined_uuids: set[str],
+                      grace: float) -> list[str]:
         """Drop claims of instances no longer defined here after ``grace`` s.
 
         A claim precedes its domain's definition by the build's plugging

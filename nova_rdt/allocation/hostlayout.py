@@ -16,6 +16,7 @@ from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 
+
 class HostPrepError(ValueError):
     """The [rdt] configuration cannot be honoured on this host."""
 

@@ -22,10 +22,10 @@ from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import naming
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
-from nova_rdt.host.events import HookEvent
 from nova_rdt.host import ovs
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
+from nova_rdt.host.events import HookEvent
 from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
@@ -55,7 +55,7 @@ class Agent:
                  records: records_mod.Records | None = None):
         """``fs`` and ``records`` default to direct access (the hook runs
         as root); nova-compute passes privsep-backed ones."""
-        self.s = settings
+        self.settings = settings
         self.fs = fs or Resctrl(settings.resctrl_root,
                                 prefix=settings.group_prefix,
                                 sysfs_cpu=settings.sysfs_cpu_root,
@@ -67,7 +67,7 @@ class Agent:
     # -- QEMU ------------------------------------------------------------
 
     def qemu_pid(self, name: str) -> int:
-        path = os.path.join(self.s.libvirt_qemu_run_dir,
+        path = os.path.join(self.settings.libvirt_qemu_run_dir,
                             f"{naming.check_domain_name(name)}.pid")
         try:
             with open(path) as f:
@@ -137,7 +137,7 @@ class Agent:
                 self.set_mb_mbps(event.name, rec.group, m.mb_mbps)
             if m.rdt_class:
                 self.join_class(m.rdt_class, tids)
-            if self.s.pmd_cos and m.pmd_share:
+            if self.settings.pmd_cos and m.pmd_share:
                 self.sync_pmd()
 
     def set_mb_mbps(self, name: str, group: str | None, values) -> None:
@@ -176,7 +176,7 @@ class Agent:
                 return
             if rec.rdt_class:
                 self.prune_classes()
-            if self.s.pmd_cos and rec.pmd_share:
+            if self.settings.pmd_cos and rec.pmd_share:
                 self.sync_pmd()
 
     # -- class groups ----------------------------------------------------
@@ -251,17 +251,17 @@ class Agent:
     # -- the PMD COS -----------------------------------------------------
 
     def ovs_client(self) -> ovs.OvsClient:
-        return ovs.OvsClient(db=self.s.ovsdb_connection,
-                             vswitchd_pidfile=self.s.ovs_vswitchd_pidfile,
-                             appctl_target=self.s.ovs_vswitchd_target,
-                             timeout=max(1.0, self.s.hook_timeout / 3))
+        return ovs.OvsClient(db=self.settings.ovsdb_connection,
+                             vswitchd_pidfile=self.settings.ovs_vswitchd_pidfile,
+                             appctl_target=self.settings.ovs_vswitchd_target,
+                             timeout=max(1.0, self.settings.hook_timeout / 3))
 
     def sync_pmd(self, cores: set[int] | None = None) -> str:
         """Recompute the PMD group from scratch; returns a summary."""
         with self.fs.locked():
             caps = self.fs.capabilities()
-            layout = hostlayout.plan(caps, self.s.reserved_host_ways,
-                                   self.s.pmd_shared_ways)
+            layout = hostlayout.plan(caps, self.settings.reserved_host_ways,
+                                   self.settings.pmd_shared_ways)
             root = self.fs.root_group().schemata()
             gname = naming.pmd_group(self.fs.prefix)
             shares = {}
@@ -279,7 +279,8 @@ class Agent:
             mb_full = {name: bw.unthrottled
                        for name, bw in caps.bandwidth.items() if name == "MB"}
             plan = pmdplan.plan(
-                {name: sorted(res.domains) for name, res in caps.cache.items()},
+                {name: sorted(res.domains)
+                 for name, res in caps.cache.items()},
                 layout.pmd, root, shares, mb_full,
                 rules={name: pmdplan.CacheRules(res.cbm_len, res.min_cbm_bits,
                                                 res.sparse_masks)
@@ -306,8 +307,8 @@ class Agent:
                                 gname, e)
             if cores is not None:
                 self.fs.set_cpus(g, cores)
-            summary = (f"{gname}: "
-                       f"{plan.schemata.format().strip().replace(chr(10), ' ')}"
+            masks = plan.schemata.format().strip().replace("\n", " ")
+            summary = (f"{gname}: {masks}"
                        f"; cpus {sorted(g.cpus())}; sharing "
                        f"{', '.join(plan.sharing) or 'none'}"
                        + (f"; DEGRADED, not covering {', '.join(plan.dropped)}"
@@ -387,7 +388,7 @@ class Agent:
                         LOG.error("cannot re-add %s to class %s: %s",
                                   rec.name, rec.rdt_class, e)
             report.removed_groups += self.prune_classes()
-            if self.s.pmd_cos:
+            if self.settings.pmd_cos:
                 report.pmd = self.sync_pmd()
         return report
 

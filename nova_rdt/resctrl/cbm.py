@@ -15,7 +15,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Run:
-    """A run of consecutive set bits: ``length`` ways starting at way ``start``."""
+    """Consecutive set bits: ``length`` ways starting at way ``start``."""
 
     start: int
     length: int
@@ -99,7 +99,8 @@ def check(mask: int, cbm_len: int, min_cbm_bits: int = 1,
     Same order and wording as the kernel, so an error seen before a write
     reads the same as one quoted from ``last_cmd_status`` after it.
     """
-    if (min_cbm_bits > 0 and mask == 0) or mask < 0 or mask > full_mask(cbm_len):
+    if (min_cbm_bits > 0 and mask == 0) or mask < 0 \
+            or mask > full_mask(cbm_len):
         raise CbmError("Mask out of range")
     if mask == 0:
         return
@@ -115,7 +116,7 @@ def ways_to_bytes(ways: int, cache_size: int, cbm_len: int) -> int:
 
 
 def way_size(cache_size: int, cbm_len: int) -> int:
-    """Bytes per way: libvirt's "granularity" (cache size / popcount(cbm_mask))."""
+    """Bytes per way: libvirt's "granularity" (size / popcount(cbm_mask))."""
     return cache_size // cbm_len
 
 

@@ -47,7 +47,7 @@ class HostView:
         return cls(caps, [_group_state(g) for g in fs.groups()])
 
     def holders(self, resource: str, domain: int) -> list[list[str]]:
-        """For each way of ``resource`` in ``domain``: the groups holding it."""
+        """For each way of ``resource`` in ``domain``: the groups on it."""
         n = self.caps.cache[resource].cbm_len
         out: list[list[str]] = [[] for _ in range(n)]
         for g in self.groups:
@@ -66,7 +66,7 @@ class HostView:
         return used
 
     def free_runs(self, resource: str, domain: int) -> list[cbm.Run]:
-        """Ways no group holds, the root included: what libvirt can allocate."""
+        """Ways no group holds, the root included: what libvirt can use."""
         return cbm.free_runs(self.used_mask(resource, domain),
                              self.caps.cache[resource].cbm_len)
 

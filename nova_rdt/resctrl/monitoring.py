@@ -8,10 +8,10 @@ gap.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
 
 EVENTS = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
 _DOMAIN_DIR = re.compile(r"^mon_(?P<res>[A-Z0-9]+)_(?P<id>\d+)$")

@@ -9,8 +9,9 @@ into the group's current configuration.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Mapping
 import dataclasses
-from collections.abc import Iterable, Mapping
 
 CACHE_RESOURCES = ("L3", "L3CODE", "L3DATA", "L2", "L2CODE", "L2DATA")
 BANDWIDTH_RESOURCES = ("MB", "SMBA")

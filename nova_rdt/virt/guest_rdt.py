@@ -1,4 +1,4 @@
-"""Turn a planned :class:`~nova_rdt.allocation.planner.Demand` into domain XML parts.
+"""Turn a planned :class:`~nova_rdt.allocation.planner.Demand` into XML.
 
 Shared by spawn-like paths (which extend Nova's config objects) and live
 migration (which rewrites the source's XML for the destination).
@@ -6,7 +6,8 @@ migration (which rewrites the source's XML for the destination).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 
 from lxml import etree
 

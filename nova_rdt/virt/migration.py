@@ -57,7 +57,7 @@ class LiveMigrationMixin:
         except planner.CannotHonour as e:
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
-                       f"RDT request: {e}")
+                       f"RDT request: {e}") from e
         return migrate_data
 
     def rollback_live_migration_at_destination(self, context, instance,

@@ -2,7 +2,8 @@
 
 An emulated Gold 6252 (MBM and CMT) with a one-way PMD COS, libvirt
 running the nova-rdt hook (whose records name the instances), two
-running instances with their own ways and a class member; the exporter in this process; Prometheus
+running instances with their own ways and a class member; the exporter in
+this process; Prometheus
 scraping it every second with the sample alert rules loaded.
 """
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from nova_rdt.resctrl.capabilities import UNTHROTTLED_MBPS
-
 from nova_rdt.host import prep as hostprep
+from nova_rdt.resctrl.capabilities import UNTHROTTLED_MBPS
 from tests.integration import hooklab
 from tests.integration.conftest import finish_lab
 from tests.integration.conftest import lab_skip_reason

@@ -1,7 +1,8 @@
 """CBM arithmetic, checked exhaustively against brute-force definitions."""
 
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
-from hypothesis import given, strategies as st
 
 from nova_rdt.resctrl import cbm
 
@@ -61,7 +62,8 @@ def test_best_fit_is_free_contiguous_and_smallest(ml, ways):
     # It sits at the bottom of a smallest fitting run (libvirt's policy).
     smallest = min(r.length for r in fitting)
     run = next(r for r in brute_runs(free, n) if r.mask & got)
-    assert run.length == smallest and run.start == (got & -got).bit_length() - 1
+    assert run.length == smallest
+    assert run.start == (got & -got).bit_length() - 1
 
 
 @given(mask_and_len())
@@ -137,5 +139,6 @@ def test_mb_round_examples():
     assert cbm.mb_round(11, 10, 10, 100) == 20
     assert cbm.mb_round(10, 10, 10, 100) == 10
     assert cbm.mb_round(95, 10, 10, 100) == 100
-    with pytest.raises(ValueError, match=r"MB value 101 out of range \[10,100\]"):
+    with pytest.raises(ValueError,
+                       match=r"MB value 101 out of range \[10,100\]"):
         cbm.mb_round(101, 10, 10, 100)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass

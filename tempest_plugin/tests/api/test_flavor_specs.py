@@ -1,10 +1,10 @@
 """The rdt: flavor extra specs through the compute API."""
 
-from tempest.api.compute import base
 from tempest import config
-from tempest.lib.common.utils import data_utils
+from tempest.api.compute import base
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
+from tempest.lib.common.utils import data_utils
 
 CONF = config.CONF
 

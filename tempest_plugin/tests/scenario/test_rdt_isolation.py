@@ -13,12 +13,12 @@ saved under [nova_rdt] artifacts_dir.
 import os
 import time
 
-import yaml
-from tempest.common import waiters
 from tempest import config
-from tempest.lib.common.utils import data_utils
+from tempest.common import waiters
 from tempest.lib import decorators
+from tempest.lib.common.utils import data_utils
 from tempest.scenario import manager
+import yaml
 
 CONF = config.CONF
 
