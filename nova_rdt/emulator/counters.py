@@ -1,15 +1,31 @@
-"""Monitoring counters, simulated from the tasks in each group.
+"""Monitoring counters, modelled from the real CPU time of each group's tasks.
 
-There is no hardware to count, so each busy thread adds bandwidth (scaled
-by its control group's MB setting) and pulls occupancy towards a share of
-the group's ways.  rdtgroup_mondata_show() sums a control group with its
-monitor groups and prints the count rounded to the occupancy scale.
+There is no hardware to count.  Each thread in a group adds memory
+traffic in proportion to the CPU time it really used since the last tick
+(``utime + stime`` from ``/proc/<tid>/stat``): a thread that ran the
+whole interval adds ``TASK_BANDWIDTH`` bytes/s, an idle one nothing.  So
+a busy neighbour (STREAM, memtester, a spinning vCPU) reads high and an
+idle one low, and a controller reading these counters sees real activity.
+The traffic is then scaled by the group's MB setting, and occupancy is
+pulled towards a share of the group's ways.
+
+This is a model: the MB setting changes only the *counted* bandwidth.
+Throttling has no effect on the tasks here, which run as fast as they
+would without it; on this machine the controller's decisions show in the
+schemata and in these counters, never in the workloads' speed.
+
+A task space that cannot tell CPU time (the unit tests' model) counts
+every live thread as busy.  rdtgroup_mondata_show() sums a control group
+with its monitor groups and prints the count rounded to the occupancy
+scale.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING
+import weakref
 
 from nova_rdt.emulator.state import MON_SCALE
 from nova_rdt.emulator.state import Counter
@@ -28,30 +44,78 @@ OCCUPANCY_TAU = 0.5                     # seconds to settle 63% of the way
 TICK_MIN = 0.005
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# Per kernel: tid -> (thread start, CPU seconds at the last tick).
+_cpu_seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cpu_seconds(proc: str, tid: int) -> tuple[int, float] | None:
+    """(start time, utime + stime in seconds) of thread ``tid``, or None
+    once it is gone.  /proc/<tid>/stat answers for any thread id."""
+    try:
+        with open(f"{proc}/{tid}/stat", "rb") as f:
+            # After the parenthesised comm (which may hold spaces and
+            # parentheses): state is field 3, utime 14, stime 15,
+            # starttime 22.
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19]), (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def busy_seconds(k: ResctrlKernel, dt: float) -> dict[int, float]:
+    """Per RMID: CPU seconds its tasks used in the last ``dt`` seconds.
+
+    From /proc when the kernel's task space is the host's; a model task
+    space without CPU times counts each live thread as busy for ``dt``.
+    The first sight of a thread counts nothing (its earlier CPU time was
+    spent elsewhere).
+    """
+    proc = getattr(k.tasks, "proc", None)
+    seen = _cpu_seen.setdefault(k, {}) if proc else None
+    busy: dict[int, float] = {}
+    live = set()
+    for tid, (tg, _) in list(k.assigned.items()):
+        if proc is None or seen is None:
+            if k.tasks.alive(tid):
+                busy[tg.rmid] = busy.get(tg.rmid, 0.0) + dt
+            continue
+        now = cpu_seconds(proc, tid)
+        if now is None:
+            continue
+        live.add(tid)
+        before = seen.get(tid)
+        seen[tid] = now
+        if before is None or before[0] != now[0]:
+            continue        # new, or a reused tid: no interval yet
+        used = min(max(now[1] - before[1], 0.0), dt)
+        busy[tg.rmid] = busy.get(tg.rmid, 0.0) + used
+    if seen is not None:
+        for tid in [t for t in seen if t not in live]:
+            del seen[tid]
+    return busy
+
+
 def tick(k: ResctrlKernel) -> None:
-    """Advance the simulated counters to now, at the current activity."""
+    """Advance the modelled counters to now, at the current activity."""
     now = k.clock()
     dt = now - k.last_tick
     if dt < TICK_MIN:
         return
     k.last_tick = now
-    busy: dict[int, int] = {}
-    for tid, (tg, _) in list(k.assigned.items()):
-        if not k.tasks.alive(tid):
-            continue
-        busy[tg.rmid] = busy.get(tg.rmid, 0) + 1
+    busy = busy_seconds(k, dt)
     ways = k.profile.l3.size // k.profile.l3.cbm_len
     settle = 1 - math.exp(-dt / OCCUPANCY_TAU)
     for g in k.rmid_groups():
-        n = busy.get(g.rmid, 0)
+        # Tasks are spread evenly over the domains: CPU seconds per domain.
+        used = busy.get(g.rmid, 0.0) / len(k.domains)
         for d in k.domains:
             c = k.counters.setdefault((g.rmid, d), Counter())
-            share = n / len(k.domains)
-            rate = share * TASK_BANDWIDTH * _bw_factor(k, g.ctrl, d)
-            c.total += rate * dt
-            c.local += rate * dt * LOCAL_FRACTION
+            moved = used * TASK_BANDWIDTH * _bw_factor(k, g.ctrl, d)
+            c.total += moved
+            c.local += moved * LOCAL_FRACTION
             cap = ways * _cache_ways(k, g.ctrl, d)
-            target = min(cap, share * TASK_FOOTPRINT)
+            target = min(cap, used / dt * TASK_FOOTPRINT)
             c.occupancy += (target - c.occupancy) * settle
 
 

@@ -1,0 +1,145 @@
+"""The controller's Prometheus metrics, and a small server for them.
+
+Rendering is pure (:meth:`Metrics.render`); the server only serves the
+text.  Names start ``nova_rdt_controller_`` so they sit beside the
+exporter's ``nova_rdt_`` series in one dashboard.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+PREFIX = "nova_rdt_controller_"
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class Metrics:
+    def __init__(self, host: str, policy: str, dry_run: bool):
+        self.host = host
+        self.policy = policy
+        self.dry_run = dry_run
+        self._lock = threading.Lock()
+        self.mb: dict[str, int | None] = {}
+        self.static_mb: dict[str, int | None] = {}
+        self.ways: dict[str, int | None] = {}
+        self.static_ways: dict[str, int | None] = {}
+        self.bandwidth: dict[str, float] = {}
+        self.protected_bandwidth: dict[str, float] = {}
+        self.slo: dict[str, tuple[float | None, float]] = {}
+        self.decisions: dict[tuple[str, str, str], int] = {}
+        self.periods = 0
+        self.errors = 0
+
+    def set_class(self, name, mb, static_mb, ways, static_ways, bw):
+        with self._lock:
+            self.mb[name], self.static_mb[name] = mb, static_mb
+            self.ways[name], self.static_ways[name] = ways, static_ways
+            if bw is not None:
+                self.bandwidth[name] = bw
+
+    def drop_class(self, name):
+        with self._lock:
+            for d in (self.mb, self.static_mb, self.ways, self.static_ways,
+                      self.bandwidth):
+                d.pop(name, None)
+
+    def count(self, cls: str, reason: str, outcome: str) -> None:
+        with self._lock:
+            key = (cls, reason, outcome)
+            self.decisions[key] = self.decisions.get(key, 0) + 1
+
+    def render(self) -> str:
+        with self._lock:
+            return self._render()
+
+    def _render(self) -> str:
+        h = f'host="{_esc(self.host)}"'
+        out = []
+
+        def family(name, kind, text, rows):
+            out.append(f"# HELP {PREFIX}{name} {text}")
+            out.append(f"# TYPE {PREFIX}{name} {kind}")
+            for labels, value in rows:
+                if value is None:
+                    continue
+                lab = ",".join([h] + [f'{k}="{_esc(str(v))}"'
+                                      for k, v in labels])
+                out.append(f"{PREFIX}{name}{{{lab}}} {value:g}"
+                           if isinstance(value, float)
+                           else f"{PREFIX}{name}{{{lab}}} {value}")
+
+        family("info", "gauge", "The controller's policy and mode.",
+               [((("policy", self.policy),
+                  ("dry_run", str(self.dry_run).lower())), 1)])
+        family("class_mb", "gauge",
+               "Current MB of a best-effort class (percent or MBps).",
+               [((("class", c),), v) for c, v in sorted(self.mb.items())])
+        family("class_static_mb", "gauge",
+               "The class's static MB, restored on stop.",
+               [((("class", c),), v)
+                for c, v in sorted(self.static_mb.items())])
+        family("class_l3_ways", "gauge",
+               "Current L3 ways per cache id of a best-effort class.",
+               [((("class", c),), v) for c, v in sorted(self.ways.items())])
+        family("class_static_l3_ways", "gauge",
+               "The class's static L3 ways per cache id.",
+               [((("class", c),), v)
+                for c, v in sorted(self.static_ways.items())])
+        family("class_bandwidth_bytes", "gauge",
+               "MBM total bandwidth of a class, bytes/s, last period.",
+               [((("class", c),), float(v))
+                for c, v in sorted(self.bandwidth.items())])
+        family("protected_bandwidth_bytes", "gauge",
+               "MBM total bandwidth of a protected instance, bytes/s.",
+               [((("instance", i),), float(v))
+                for i, v in sorted(self.protected_bandwidth.items())])
+        family("slo_value", "gauge",
+               "Last SLO signal of a protected instance.",
+               [((("instance", i),), float(v))
+                for i, (v, _t) in sorted(self.slo.items()) if v is not None])
+        family("slo_target", "gauge", "SLO target of a protected instance.",
+               [((("instance", i),), float(t))
+                for i, (_v, t) in sorted(self.slo.items())])
+        family("decisions_total", "counter",
+               "Decisions by class, reason and outcome (applied, held, "
+               "dry_run, refused).",
+               [((("class", c), ("reason", r), ("outcome", o)), n)
+                for (c, r, o), n in sorted(self.decisions.items())])
+        family("periods_total", "counter", "Control periods run.",
+               [((), self.periods)])
+        family("errors_total", "counter",
+               "Periods with an error (logged with its reason).",
+               [((), self.errors)])
+        return "\n".join(out) + "\n"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    metrics: Metrics
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.split("?", 1)[0] != "/metrics":
+            self.send_error(404, "only /metrics here")
+            return
+        body = self.server.metrics.render().encode()  # type: ignore
+        self.send_response(200)
+        self.send_header("Content-Type",
+                         "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+def serve(metrics: Metrics, address: str, port: int):
+    httpd = http.server.ThreadingHTTPServer((address, port), _Handler)
+    httpd.daemon_threads = True
+    httpd.metrics = metrics  # type: ignore[attr-defined]
+    threading.Thread(target=httpd.serve_forever, name="metrics",
+                     daemon=True).start()
+    return httpd
