@@ -21,7 +21,7 @@ from nova_rdt.resctrl import capabilities as caps_mod
 
 PROG = "nova-rdt"
 # The sections nova-rdt owns in nova.conf or nova-rdt.conf.
-OWN_SECTIONS = ("rdt", "rdt_exporter")
+OWN_SECTIONS = ("rdt", "rdt_exporter", "rdt_controller")
 
 
 class CliError(ValueError):

@@ -160,5 +160,10 @@ def register_opts(conf) -> None:
 
 
 def list_opts():
-    return [(rdt_group, resctrl_opts + host_opts + hook_opts),
-            (exporter_group, exporter_opts)]
+    # Imported here: nova_rdt.conf.controller imports this package's
+    # types module, and list_opts is what the sample generator calls.
+    from nova_rdt.conf import controller as controller_conf
+
+    return ([(rdt_group, resctrl_opts + host_opts + hook_opts),
+             (exporter_group, exporter_opts)]
+            + controller_conf.list_opts())

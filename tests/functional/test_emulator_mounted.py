@@ -165,9 +165,15 @@ def test_monitoring_counters_move_with_a_task(emulator):
     from nova_rdt.resctrl import monitoring
     fs = lib(emulator)
     g = fs.create_group("nova-rdt-mon")
-    proc = subprocess.Popen(["sleep", "30"])
+    # A busy task: the emulator's bandwidth follows real CPU time, so an
+    # idle one (sleep) reads flat, as on hardware.
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         fs.add_tasks(g, [proc.pid])
+        # The first readings only see the task: its CPU time counts from
+        # then on.
+        monitoring.read_mon_data(g.path)
+        time.sleep(0.3)
         first = monitoring.read_mon_data(g.path)
         time.sleep(0.3)
         second = monitoring.read_mon_data(g.path)

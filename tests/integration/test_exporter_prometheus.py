@@ -9,6 +9,8 @@ scraping it every second with the sample alert rules loaded.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -24,6 +26,14 @@ from tests.integration.conftest import start_lab
 WAY_KIB = 3328
 
 
+# Half busy: enough CPU time to move the emulated counters, little enough
+# to leave the 2-core machine to the lab.
+BURN = ("import time\n"
+        "while True:\n"
+        "    t = time.monotonic() + 0.01\n"
+        "    while time.monotonic() < t: pass\n"
+        "    time.sleep(0.01)\n")
+
 @pytest.fixture(scope="module")
 def stack(libvirt_cache, tmp_path_factory):
     reason = lab_skip_reason(libvirt=True) or prometheus.unavailable_reason()
@@ -34,6 +44,7 @@ def stack(libvirt_cache, tmp_path_factory):
                     hook={"reserved_host_ways": 3,
                           "classes": ["low_priority:l3_ways=1,mb=10"]})
     prom = exporter = None
+    burners: list[subprocess.Popen] = []
     try:
         lab.start()
         # A PMD COS of one way (no OVS here: it holds no CPUs).
@@ -50,6 +61,18 @@ def stack(libvirt_cache, tmp_path_factory):
         settings = lab.hook_settings(host_view=True)
         hooklab.eventually(lambda: len(
             __import__("os").listdir(settings.state_path + "/domains")) == 3)
+        # The guests are diskless and idle, and the emulator's bandwidth
+        # follows real CPU time: give each group a task that works.
+        fs = hooklab.fs(lab)
+        hooklab.eventually(lambda: any(
+            g.name == "nova-rdt-class-low_priority" for g in fs.groups()))
+        for group in (hooklab.group_of(lab, "fwd0"),
+                      hooklab.group_of(lab, "fwd1"),
+                      "nova-rdt-class-low_priority"):
+            burner = subprocess.Popen([sys.executable, "-c", BURN])
+            burners.append(burner)
+            with open(f"{lab.resctrl_root}/{group}/tasks", "w") as f:
+                f.write(f"{burner.pid}\n")
         exporter = ExporterProcess(lab.resctrl_root, lab.sysfs_cpu_root,
                                    settings.state_path, host="lab-compute")
         exporter.start()
@@ -58,6 +81,9 @@ def stack(libvirt_cache, tmp_path_factory):
             [exporter.url.split("//", 1)[1]], "lab-compute").start()
         yield lab, prom
     finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
         if prom:
             prom.stop()
         if exporter:

@@ -33,6 +33,7 @@ LOWER = {
     "virt": {"allocation", "resctrl", "host", "privsep", "conf"},
     "exporter": {"allocation", "resctrl", "host", "conf"},
     "rfc2544": set(),
+    "controller": {"allocation", "resctrl", "host", "conf"},
 }
 
 
