@@ -11,6 +11,7 @@ resctrl it carries the allocation itself and the claim stops counting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterable
 import dataclasses
 import itertools
@@ -38,7 +39,7 @@ def libvirt_domain_names(group_names: Iterable[str]) -> set[str]:
 
 
 class ClaimLedger:
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._claims: dict[str, Claim] = {}
         self._seq = itertools.count()
         self._lock = threading.Lock()

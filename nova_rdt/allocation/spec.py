@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 import dataclasses
+from typing import Any
+from typing import cast
 import re
 
 from nova_rdt.allocation import naming
@@ -81,6 +83,7 @@ class CacheAmount:
         """
         if self.ways is not None:
             return self.ways
+        assert self.size is not None      # one of the two, by construction
         if self.size % way_size:
             raise ValueError(
                 f"{self.size} bytes is not a whole number of "
@@ -206,7 +209,7 @@ def parse_cpu_list(key: str, value: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
-def check_value(key: str, value: str):
+def check_value(key: str, value: str) -> object:
     """Check one key's value on its own; return the parsed value.
 
     Raises SpecError naming the key.  Unknown ``rdt:`` keys are errors, so
@@ -276,7 +279,8 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
                         f"{numa_nodes} NUMA nodes: rdt: extra specs "
                         f"support 1-{MAX_NODES}")
     values = {k: check_value(k, v) for k, v in sorted(specs.items())}
-    per_node: list[dict] = [{} for _ in range(numa_nodes)]
+    per_node: list[dict[str, tuple[str, Any]]] = [
+        {} for _ in range(numa_nodes)]
     plain: dict[str, object] = {}
     for key, value in values.items():
         base, node = _split(key)
@@ -293,15 +297,15 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
                 per_node[n][base] = (key, value)
     nodes = tuple(_node_request(d) for d in per_node)
 
-    cpus = plain.get("vcpus")
+    cpus = cast("frozenset[int] | None", plain.get("vcpus"))
     if cpus is not None and max(cpus) >= vcpus:
         raise SpecError(PREFIX + "vcpus",
                         f"vCPU {max(cpus)} is out of range: the flavor has "
                         f"{vcpus} vCPUs (0-{vcpus - 1})")
     req = RdtRequest(nodes=nodes, vcpus=cpus,
-                     monitor=plain.get("monitor"),
+                     monitor=cast("bool | None", plain.get("monitor")),
                      pmd_share=bool(plain.get("pmd_share", False)),
-                     rdt_class=plain.get("class"))
+                     rdt_class=cast("str | None", plain.get("class")))
     if req.rdt_class and (req.wants_cache or req.wants_mb):
         key = next(k for k in specs if _split(k)[0] in NODE_KEYS)
         raise SpecError(key, "an instance in rdt:class shares the class's "
@@ -313,7 +317,7 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
     return req
 
 
-def _node_request(d: dict) -> NodeRequest:
+def _node_request(d: dict[str, tuple[str, Any]]) -> NodeRequest:
     def amount(kind: str) -> tuple[str, CacheAmount] | None:
         ways, size = d.get(f"l3_{kind}_ways"), d.get(f"l3_{kind}_size")
         if ways and size:
@@ -322,11 +326,12 @@ def _node_request(d: dict) -> NodeRequest:
 
     cache, code, data = amount("cache"), amount("code"), amount("data")
     if cache and (code or data):
-        raise SpecError((code or data)[0],
+        raise SpecError((code or data or cache)[0],
                         f"CDP code/data sizes cannot be mixed with the "
                         f"unified {cache[0]}")
     if bool(code) != bool(data):
         have, missing = (code, "data") if code else (data, "code")
+        assert have is not None
         raise SpecError(have[0], f"CDP needs both code and data: add "
                                  f"{PREFIX}l3_{missing}_ways or _size")
     mbp, mbm = d.get("mb_percent"), d.get("mb_mbps")

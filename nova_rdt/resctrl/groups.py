@@ -20,6 +20,8 @@ as ``nova-rdt-x/../COS1`` is nobody's group, so never ours.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Iterator
 import contextlib
 import dataclasses
 import errno
@@ -27,6 +29,8 @@ import fcntl
 import os
 import threading
 import time
+from typing import Any
+from typing import Protocol
 
 from nova_rdt.allocation import naming
 from nova_rdt.resctrl import capabilities as caps_mod
@@ -119,6 +123,12 @@ class Group:
                 if os.path.isdir(os.path.join(d, n))]
 
 
+class FileOps(Protocol):
+    def write(self, path: str, data: bytes) -> int: ...
+    def mkdir(self, path: str) -> None: ...
+    def rmdir(self, path: str) -> None: ...
+
+
 class DirectOps:
     """The three system calls that change resctrl, made by this process.
 
@@ -147,9 +157,9 @@ class Resctrl:
     def __init__(self, root: str = caps_mod.DEFAULT_ROOT,
                  prefix: str = DEFAULT_PREFIX,
                  sysfs_cpu: str = caps_mod.DEFAULT_SYSFS_CPU,
-                 lock_timeout: float = 30.0, ops=None):
+                 lock_timeout: float = 30.0, ops: FileOps | None = None):
         naming.check_prefix(prefix)
-        self.ops = ops or DirectOps()
+        self.ops: FileOps = ops or DirectOps()
         self.root = root
         self.prefix = prefix
         self.sysfs_cpu = sysfs_cpu
@@ -159,7 +169,7 @@ class Resctrl:
         self._thread_lock = threading.RLock()
 
     @classmethod
-    def from_conf(cls, conf) -> Resctrl:
+    def from_conf(cls, conf: Any) -> Resctrl:
         """From the ``[rdt]`` options (see :mod:`nova_rdt.conf`)."""
         rdt = conf.rdt
         return cls(rdt.resctrl_root, prefix=rdt.group_prefix,
@@ -234,7 +244,7 @@ class Resctrl:
     # -- locking ---------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self):
+    def locked(self) -> Iterator[None]:
         """Hold flock(LOCK_EX) on the resctrl root; re-entrant per object."""
         with self._thread_lock:
             if self._lock_depth == 0:
@@ -246,6 +256,7 @@ class Resctrl:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
                     fd, self._lock_fd = self._lock_fd, None
+                    assert fd is not None
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
 
@@ -411,12 +422,14 @@ class Resctrl:
             self.write(g.file("schemata"), update.format(), what="schemata")
             return g.schemata()
 
-    def set_cpus(self, g: Group, cpus, allow_root: bool = False) -> None:
+    def set_cpus(self, g: Group, cpus: Iterable[int],
+                 allow_root: bool = False) -> None:
         self._require_owned(g, allow_root)
         self.write(g.file("cpus_list"),
                    caps_mod.format_cpu_list(cpus) + "\n", what="cpus_list")
 
-    def add_tasks(self, g: Group, tids, ignore_missing: bool = False,
+    def add_tasks(self, g: Group, tids: Iterable[int],
+                  ignore_missing: bool = False,
                   allow_root: bool = False) -> list[int]:
         """Move thread ids into ``g``, one write each (older kernels take
         only one id per write).  Returns the ids that were moved."""

@@ -8,6 +8,9 @@ gap.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from collections.abc import Iterable
+
 from collections.abc import Iterable
 import dataclasses
 import os
@@ -116,10 +119,11 @@ class RateTracker:
 
     def __init__(self, modulus: int = U64):
         self.modulus = modulus
-        self._last: dict = {}
-        self._total: dict = {}
+        self._last: dict[Hashable, tuple[int, float]] = {}
+        self._total: dict[Hashable, int] = {}
 
-    def observe(self, key, value: int | None, now: float) -> float | None:
+    def observe(self, key: Hashable, value: int | None,
+                now: float) -> float | None:
         prev = self._last.get(key)
         if value is None:
             # Keep the baseline: the next good reading bridges the gap.
@@ -136,12 +140,13 @@ class RateTracker:
         dt = now - ptime
         return delta / dt if dt > 0 else None
 
-    def total(self, key) -> int:
+    def total(self, key: Hashable) -> int:
         return self._total.get(key, 0)
 
-    def forget(self, keep) -> None:
+    def forget(self, keep: Iterable[Hashable]) -> None:
         """Drop state for keys not in ``keep`` (groups that went away)."""
-        keep = set(keep)
-        for d in (self._last, self._total):
-            for k in [k for k in d if k not in keep]:
-                del d[k]
+        kept = set(keep)
+        for k in [k for k in self._last if k not in kept]:
+            del self._last[k]
+        for k in [k for k in self._total if k not in kept]:
+            del self._total[k]
