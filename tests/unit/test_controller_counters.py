@@ -56,7 +56,9 @@ def test_busy_group_reads_high_idle_group_low(procs):
     # The busy one moved what its CPU time says (the machine is shared,
     # so it may have had less than a whole core); the idle one nothing.
     expected = (cpu1 - cpu0) * counters.TASK_BANDWIDTH / dt
-    assert busy_rate > 0.2 * counters.TASK_BANDWIDTH
+    # Not an absolute rate: on a loaded 2-core machine the busy task may
+    # get little CPU; what it got is what must be counted.
+    assert cpu1 > cpu0
     assert 0.5 * expected < busy_rate < 1.5 * expected + 2 ** 20
     assert idle_rate < 0.02 * counters.TASK_BANDWIDTH
     assert read(k, "busy", "llc_occupancy") > \
