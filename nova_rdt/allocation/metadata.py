@@ -25,6 +25,7 @@ MAX_ID = 9999                # cache and node ids
 MAX_VALUE = 0xFFFFFFFF       # MB values are u32 in the kernel
 CACHE_TYPES = ("both", "code", "data")
 MB_UNITS = ("percent", "MBps")
+SLO_VALUES = ("latency",)          # spec.SLO_VALUES, as the hook reads it
 
 
 class MetadataError(ValueError):
@@ -37,6 +38,7 @@ class RdtMetadata:
     pmd_share: bool = False
     rdt_class: str | None = None
     monitor: bool = False
+    slo: str | None = None
     cache: list[tuple[int, str, int]] = dataclasses.field(
         default_factory=list)           # cache id, type, ways
     mb: list[tuple[int, int, str]] = dataclasses.field(
@@ -60,6 +62,8 @@ class RdtMetadata:
         _text(e, "monitor", _bool_text(self.monitor))
         if self.rdt_class:
             _text(e, "class", self.rdt_class)
+        if self.slo:
+            _text(e, "slo", self.slo)
         for cid, kind, ways in self.cache:
             etree.SubElement(e, _q("cache"), id=str(cid), type=kind,
                              ways=str(ways))
@@ -93,6 +97,9 @@ class RdtMetadata:
                 not naming.CLASS_NAME_RE.match(rdt_class):
             raise MetadataError(f"nova-rdt metadata class {rdt_class!r} "
                                 f"refused")
+        slo = text("slo")
+        if slo is not None and slo not in SLO_VALUES:
+            raise MetadataError(f"nova-rdt metadata slo {slo!r} refused")
         cache = []
         for c in e.findall(_q("cache")):
             kind = c.get("type") or ""
@@ -115,7 +122,7 @@ class RdtMetadata:
                    pmd_share=_parse_bool(text("pmd-share"), "pmd-share"),
                    rdt_class=rdt_class,
                    monitor=_parse_bool(text("monitor"), "monitor"),
-                   cache=cache, mb=mb)
+                   slo=slo, cache=cache, mb=mb)
 
 
 def _q(tag: str) -> str:

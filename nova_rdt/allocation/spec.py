@@ -56,7 +56,9 @@ _FALSE = {"false", "no", "off", "0"}
 CACHE_KINDS = ("cache", "code", "data")          # unified, CDP code, data
 NODE_KEYS = tuple(f"l3_{k}_{u}" for k in CACHE_KINDS
                   for u in ("ways", "size")) + ("mb_percent", "mb_mbps")
-PLAIN_KEYS = ("vcpus", "monitor", "pmd_share", "class")
+PLAIN_KEYS = ("vcpus", "monitor", "pmd_share", "class", "slo")
+# rdt:slo: what the runtime controller protects (nova-rdt controller).
+SLO_VALUES = ("latency",)
 
 
 class SpecError(ValueError):
@@ -113,6 +115,7 @@ class RdtRequest:
     monitor: bool | None                  # None: the host's default
     pmd_share: bool = False
     rdt_class: str | None = None
+    slo: str | None = None
 
     @property
     def wants_cache(self) -> bool:
@@ -239,6 +242,11 @@ def check_value(key: str, value: str) -> object:
         return None if value == "all" else parse_cpu_list(key, value)
     if base in ("monitor", "pmd_share"):
         return parse_bool(key, value)
+    if base == "slo":
+        if value not in SLO_VALUES:
+            raise SpecError(key, f"{_show(value)} must be one of "
+                                 f"{', '.join(SLO_VALUES)}")
+        return value
     if base == "class":
         if not _CLASS_RE.match(value):
             raise SpecError(key, f"{_show(value)} must be 1-32 of a-z, "
@@ -305,7 +313,12 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
     req = RdtRequest(nodes=nodes, vcpus=cpus,
                      monitor=cast("bool | None", plain.get("monitor")),
                      pmd_share=bool(plain.get("pmd_share", False)),
-                     rdt_class=cast("str | None", plain.get("class")))
+                     rdt_class=cast("str | None", plain.get("class")),
+                     slo=cast("str | None", plain.get("slo")))
+    if req.slo and req.rdt_class:
+        raise SpecError(PREFIX + "slo",
+                        "a protected instance cannot be in a best-effort "
+                        "rdt:class; drop one of the two")
     if req.rdt_class and (req.wants_cache or req.wants_mb):
         key = next(k for k in specs if _split(k)[0] in NODE_KEYS)
         raise SpecError(key, "an instance in rdt:class shares the class's "

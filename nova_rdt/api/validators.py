@@ -34,6 +34,8 @@ _DESCRIPTIONS = {
                  "instance's ways (true/false).",
     "class": "Join a shared best-effort class group instead of getting "
              "ways of its own (e.g. low_priority).",
+    "slo": "Protect the instance under nova-rdt controller: best-effort "
+           "classes are throttled when it suffers (latency).",
 }
 
 

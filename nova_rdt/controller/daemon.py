@@ -134,9 +134,9 @@ class Controller:
     def protected_groups(self) -> dict[str, str | None]:
         """Protected instance -> the resctrl group holding its vCPUs.
 
-        Besides the configured ones, an instance whose hook record says
-        its flavor asked for an SLO (a ``slo`` field, once the driver's
-        metadata and the hook carry ``rdt:slo``) is protected too.
+        Besides the configured ones, an instance whose flavor has
+        ``rdt:slo`` (the driver's metadata, recorded by the hook) is
+        protected too.
         """
         by_key: dict[str, str | None] = {}
         listed = {p.name for p in self.protected}
@@ -148,7 +148,7 @@ class Controller:
                 for key in (r.name, r.uuid, r.instance_name):
                     if key:
                         by_key[key] = r.group
-                if getattr(r, "slo", None) and not \
+                if r.slo and not \
                         listed & {r.name, r.uuid, r.instance_name}:
                     self.protected.append(Protected(r.name))
                     listed.add(r.name)

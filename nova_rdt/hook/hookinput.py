@@ -67,7 +67,7 @@ def parse_managed(meta) -> Managed:
         raise HookInputError(str(e)) from None
     return Managed(vcpus=rec.vcpus, pmd_share=rec.pmd_share,
                    rdt_class=rec.rdt_class, monitor=rec.monitor,
-                   mb_mbps=rec.mb_mbps())
+                   mb_mbps=rec.mb_mbps(), slo=rec.slo)
 
 
 def parse(argv: list[str], stdin: bytes) -> HookEvent | None:

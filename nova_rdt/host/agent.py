@@ -130,7 +130,7 @@ class Agent:
                 uuid=event.uuid, name=event.name, pid=pid,
                 pid_start=procinfo.proc_start_time(pid),
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
-                group=holder,
+                group=holder, slo=m.slo,
                 instance_name=event.instance_name, flavor=event.flavor)
             self.records.put(rec)
             if m.mb_mbps:

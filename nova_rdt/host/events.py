@@ -20,6 +20,8 @@ class Managed:
     monitor: bool
     #: (MB domain id, MBps) that libvirt cannot set; the hook writes them.
     mb_mbps: tuple[tuple[int, int], ...] = ()
+    #: rdt:slo: the runtime controller protects this instance.
+    slo: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,8 @@ class Record:
     # Nova's names, for the exporter's labels (absent in older records).
     instance_name: str | None = None
     flavor: str | None = None
+    # rdt:slo (absent in older records): the controller protects it.
+    slo: str | None = None
 
     def __post_init__(self) -> None:
         # Records are read back as root by reconcile, which removes the
@@ -69,6 +71,9 @@ class Record:
                 and naming.is_libvirt_group(self.group)):
             raise RecordError(f"group {_cut(self.group)} is not a libvirt "
                               f"group name (qemu-<id>-<name>-vcpus_<list>)")
+        if self.slo is not None and self.slo not in ("latency",):
+            raise RecordError(f"slo {_cut(self.slo)} is not an SLO "
+                              f"(latency)")
         for field in ("instance_name", "flavor"):
             value = getattr(self, field)
             if value is not None and not (

@@ -206,6 +206,7 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
         self.vcpus: set[int] = set()
         self.pmd_share = False
         self.rdt_class: str | None = None
+        self.slo: str | None = None
         self.monitor = False
         self.cache: list[tuple[int, str, int]] = []    # id, type, ways
         self.mb: list[tuple[int, int, str]] = []       # id, value, unit
@@ -213,7 +214,7 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
     def _record(self) -> metadata.RdtMetadata:
         return metadata.RdtMetadata(
             vcpus=frozenset(self.vcpus), pmd_share=self.pmd_share,
-            rdt_class=self.rdt_class, monitor=self.monitor,
+            rdt_class=self.rdt_class, monitor=self.monitor, slo=self.slo,
             cache=list(self.cache), mb=list(self.mb))
 
     def format_dom(self):
@@ -223,7 +224,7 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
         rec = metadata.RdtMetadata.parse_dom(xmldoc)
         self.vcpus = set(rec.vcpus)
         self.pmd_share, self.monitor = rec.pmd_share, rec.monitor
-        self.rdt_class = rec.rdt_class
+        self.rdt_class, self.slo = rec.rdt_class, rec.slo
         self.cache, self.mb = list(rec.cache), list(rec.mb)
 
 

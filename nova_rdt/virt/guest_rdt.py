@@ -96,6 +96,7 @@ def metadata(request: spec.RdtRequest | None, d: planner.Demand,
     if request is not None:
         meta.pmd_share = request.pmd_share
         meta.rdt_class = request.rdt_class
+        meta.slo = request.slo
     meta.cache = [(cid, kind, ways) for cid, per in sorted(d.cache.items())
                   for kind, ways in sorted(per.items())]
     unit = state.mb.units if state.mb else "percent"
