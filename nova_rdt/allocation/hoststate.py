@@ -3,21 +3,25 @@
 The driver builds a :class:`HostRdtState` from resctrl (and its own pending
 claims), publishes it in the compute node's ``stats`` as one JSON string,
 and the scheduler filter reads it back.  Everything here is pure data, so
-the filter never touches a filesystem and parses a host's state once per
-stats update.
+the filter never touches a filesystem; it parses a host's state once per
+change of its content.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import dataclasses
 import json
-from collections.abc import Mapping
+from typing import Any
 
+from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 
 STATS_KEY = "rdt"
-STATS_VERSION = 1
+# 2: the compact form, with free runs, RMIDs, host cells and classes.
+STATS_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 # Cache types as libvirt names them; a CDP host has code and data masks.
 BOTH = "both"
@@ -33,10 +37,14 @@ TRAIT_MBM = "CUSTOM_RDT_MBM"
 ALL_TRAITS = (TRAIT_CAT, TRAIT_CDP, TRAIT_MBA, TRAIT_MBA_MBPS, TRAIT_CMT,
               TRAIT_MBM)
 
+# libvirt's <monitor level='3'> reads llc_occupancy: that is CMT.
+CMT_FEATURE = "llc_occupancy"
+MBM_FEATURES = frozenset({"mbm_total_bytes", "mbm_local_bytes"})
+
 
 @dataclasses.dataclass(frozen=True)
 class CacheIdState:
-    """One L3 cache instance (a socket, usually): its ways and who holds them."""
+    """One L3 cache instance (a socket, usually): its ways and holders."""
 
     id: int
     cpus: frozenset[int]
@@ -62,17 +70,40 @@ class MbState:
 
 
 @dataclasses.dataclass(frozen=True)
+class ClassState:
+    """One ``[rdt] classes`` definition of this host, and its group."""
+
+    name: str
+    l3_ways: int
+    mb: int | None
+    exists: bool                  # the class group is there already
+
+
+@dataclasses.dataclass(frozen=True)
 class HostRdtState:
     cache: Mapping[int, CacheIdState]
     cdp: bool
     clos_free: int
     mb: MbState | None
     monitoring: frozenset[str]    # llc_occupancy, mbm_total_bytes, ...
-    rmids: int = 0
+    rmids: int = 0                # num_rmids
+    # Every group (control or monitor, the root's RMID 0 included) holds
+    # one RMID on a monitoring-capable host, so a new group needs one.
+    rmids_free: int = 0
+    # Host NUMA cell -> its CPUs (what the compute's libvirt reports).
+    cells: Mapping[int, frozenset[int]] = dataclasses.field(
+        default_factory=dict)
+    # None: the host did not say (a version-1 document).
+    classes: Mapping[str, ClassState] | None = None
 
     @property
     def cache_types(self) -> tuple[str, ...]:
         return CDP_TYPES if self.cdp else (BOTH,)
+
+    @property
+    def mon_capable(self) -> bool:
+        """Whether the kernel allocates an RMID for every new group."""
+        return bool(self.monitoring)
 
     def traits(self) -> set[str]:
         t = set()
@@ -84,11 +115,50 @@ class HostRdtState:
             t.add(TRAIT_MBA)
             if self.mb.units == caps_mod.UNITS_MBPS:
                 t.add(TRAIT_MBA_MBPS)
-        if "llc_occupancy" in self.monitoring:
+        if CMT_FEATURE in self.monitoring:
             t.add(TRAIT_CMT)
-        if self.monitoring & {"mbm_total_bytes", "mbm_local_bytes"}:
+        if self.monitoring & MBM_FEATURES:
             t.add(TRAIT_MBM)
         return t
+
+    def cell_cache_ids(self) -> dict[int, tuple[int, ...]]:
+        """Host cell -> the cache ids its CPUs use.
+
+        Without published cells, each cache id stands for a cell of its
+        own (one L3 per NUMA node, the common layout).
+        """
+        if not self.cells:
+            return {cid: (cid,) for cid in sorted(self.cache)}
+        return {cell: tuple(sorted(cid for cid, c in self.cache.items()
+                                   if c.cpus & cpus))
+                for cell, cpus in sorted(self.cells.items())}
+
+    def class_problem(self, c: ClassState) -> str | None:
+        """Why class ``c``'s group could not be made now; None: it can.
+
+        The rule of the agent that makes it (:mod:`nova_rdt.host.agent`):
+        ``max(l3_ways, min_cbm_bits)`` contiguous free ways on every cache
+        id and type, a CLOS, an RMID on a monitoring host, and an MB value
+        the kernel takes.
+        """
+        if self.clos_free < 1:
+            return "no free CLOS to create its group"
+        if self.mon_capable and self.rmids_free < 1:
+            return "no free RMID to create its group"
+        for cid, cache in sorted(self.cache.items()):
+            need = max(c.l3_ways, cache.min_ways)
+            for kind in self.cache_types:
+                have = cache.largest_free_run(kind)
+                if have < need:
+                    return (f"needs {need} contiguous free ways on cache id "
+                            f"{cid}, which has {have}")
+        mb = self.mb
+        if c.mb is not None and mb is not None \
+                and mb.units == caps_mod.UNITS_PERCENT \
+                and not mb.min <= c.mb <= (mb.max or 100):
+            return (f"mb={c.mb} is outside this host's MB range "
+                    f"{mb.min}-{mb.max or 100}")
+        return None
 
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
                         clos: int = 1) -> HostRdtState:
@@ -100,71 +170,148 @@ class HostRdtState:
             for kind, mask in by_type.items():
                 used[kind] |= mask
             cache[cid] = dataclasses.replace(c, used=used)
+        rmids = self.rmids_free - clos if self.mon_capable \
+            else self.rmids_free
         return dataclasses.replace(self, cache=cache,
-                                   clos_free=self.clos_free - clos)
+                                   clos_free=self.clos_free - clos,
+                                   rmids_free=max(rmids, 0))
 
     # -- stats encoding -------------------------------------------------
+    #
+    # One JSON string, compact, with what the filter needs precomputed:
+    # the largest free run per cache id and type, the cache indexes of
+    # every host cell, and whether each class can be honoured.  What
+    # only depends on the hardware (CDP, MB, way geometry) travels as one
+    # inner string, "shape", which the filter uses as it is: a key for
+    # what it works out once per kind of host.  The masks stay, so the
+    # whole state can be read back (live migration does).
+
+    def shape_text(self) -> str:
+        """CDP, MB and every cache id's geometry, as one canonical text."""
+        caches = [self.cache[cid] for cid in sorted(self.cache)]
+        mb = self.mb
+        return json.dumps(
+            [int(self.cdp),
+             [mb.units, mb.gran, mb.min, mb.max, list(mb.ids)] if mb
+             else None,
+             [[c.id, c.cbm_len, c.way_size, c.min_ways] for c in caches]],
+            separators=(",", ":"))
 
     def to_stats(self) -> dict[str, str]:
-        doc = {
+        order = sorted(self.cache)
+        index = {cid: i for i, cid in enumerate(order)}
+        kinds = self.cache_types
+        cell_ids = self.cell_cache_ids() if self.cells else {}
+        doc: dict[str, object] = {
             "v": STATS_VERSION,
-            "cdp": self.cdp,
-            "clos_free": self.clos_free,
-            "rmids": self.rmids,
+            "shape": self.shape_text(),
+            "clos": self.clos_free,
+            "rmid": [self.rmids, self.rmids_free],
             "mon": sorted(self.monitoring),
-            "l3": {str(c.id): {
-                "cpus": caps_mod.format_cpu_list(c.cpus),
-                "len": c.cbm_len, "way": c.way_size, "min": c.min_ways,
-                "used": {k: f"{m:x}" for k, m in sorted(c.used.items())},
-            } for c in self.cache.values()},
-            "mb": dataclasses.asdict(self.mb) if self.mb else None,
+            # [id, cpus, used masks (hex), largest free run], the last
+            # two per type in cache_types order.
+            "l3": [[c.id, caps_mod.format_cpu_list(c.cpus),
+                    [f"{c.used[k]:x}" for k in kinds],
+                    [c.largest_free_run(k) for k in kinds]]
+                   for c in (self.cache[cid] for cid in order)],
+            # [cell, cpus, indexes into l3 of the cache ids it uses]
+            "cells": [[cell, caps_mod.format_cpu_list(cpus),
+                       [index[cid] for cid in cell_ids[cell]]]
+                      for cell, cpus in sorted(self.cells.items())],
         }
-        return {STATS_KEY: json.dumps(doc, sort_keys=True,
-                                      separators=(",", ":"))}
+        if self.classes is not None:
+            # [name, ways, mb, exists, can be made]
+            doc["cls"] = [[c.name, c.l3_ways, c.mb, int(c.exists),
+                           int(self.class_problem(c) is None)]
+                          for c in sorted(self.classes.values(),
+                                          key=lambda c: c.name)]
+        return {STATS_KEY: json.dumps(doc, separators=(",", ":"))}
 
     @classmethod
     def from_stats(cls, stats: Mapping[str, str] | None
                    ) -> HostRdtState | None:
         """The state a compute node published, or None for a plain host.
 
-        A document of another version, or one that does not parse, reads
-        as "no RDT": the filter then refuses RDT requests for that host
-        instead of guessing.
+        A document of an unknown version, or one that does not parse,
+        reads as "no RDT": the filter then refuses RDT requests for that
+        host instead of guessing.
         """
         raw = (stats or {}).get(STATS_KEY)
         if not raw:
             return None
         try:
             doc = json.loads(raw)
+            if doc.get("v") == 1:
+                return cls._from_v1(doc)
             if doc.get("v") != STATS_VERSION:
                 return None
-            cache = {int(cid): CacheIdState(
-                id=int(cid),
-                cpus=frozenset(caps_mod.parse_cpu_list(c["cpus"])),
-                cbm_len=int(c["len"]), way_size=int(c["way"]),
-                min_ways=int(c["min"]),
-                used={k: int(m, 16) for k, m in c["used"].items()})
-                for cid, c in doc["l3"].items()}
-            mb = doc.get("mb")
-            return cls(cache=cache, cdp=bool(doc["cdp"]),
-                       clos_free=int(doc["clos_free"]),
-                       mb=MbState(mb["units"], int(mb["gran"]),
-                                  int(mb["min"]), mb["max"],
-                                  tuple(mb["ids"])) if mb else None,
-                       monitoring=frozenset(doc.get("mon", ())),
-                       rmids=int(doc.get("rmids", 0)))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            cdp_, mb, geo = json.loads(doc["shape"])
+            cdp = bool(cdp_)
+            kinds = CDP_TYPES if cdp else (BOTH,)
+            cache = {}
+            for (cid, n, way, mn), (cid2, cpus, used, _largest) in zip(
+                    geo, doc["l3"], strict=True):
+                if cid != cid2:
+                    return None
+                cache[int(cid)] = CacheIdState(
+                    id=int(cid),
+                    cpus=frozenset(caps_mod.parse_cpu_list(cpus)),
+                    cbm_len=int(n), way_size=int(way), min_ways=int(mn),
+                    used={k: int(m, 16) for k, m in zip(kinds, used,
+                                                         strict=True)})
+            classes = None
+            if "cls" in doc:
+                classes = {name: ClassState(name, int(ways), mb_,
+                                            bool(exists))
+                           for name, ways, mb_, exists, _ok in doc["cls"]}
+            total, free = doc["rmid"]
+            return cls(
+                cache=cache, cdp=cdp, clos_free=int(doc["clos"]),
+                mb=MbState(mb[0], int(mb[1]), int(mb[2]), mb[3],
+                           tuple(mb[4])) if mb else None,
+                monitoring=frozenset(doc["mon"]),
+                rmids=int(total), rmids_free=int(free),
+                cells={int(cell): frozenset(caps_mod.parse_cpu_list(cpus))
+                       for cell, cpus, _ids in doc["cells"]},
+                classes=classes)
+        except (ValueError, KeyError, TypeError, AttributeError,
+                IndexError):
             return None
 
+    @classmethod
+    def _from_v1(cls, doc: dict[str, Any]) -> HostRdtState:
+        """A compute not yet upgraded: no free RMIDs, cells or classes."""
+        cache = {int(cid): CacheIdState(
+            id=int(cid),
+            cpus=frozenset(caps_mod.parse_cpu_list(c["cpus"])),
+            cbm_len=int(c["len"]), way_size=int(c["way"]),
+            min_ways=int(c["min"]),
+            used={k: int(m, 16) for k, m in c["used"].items()})
+            for cid, c in doc["l3"].items()}
+        mb = doc.get("mb")
+        rmids = int(doc.get("rmids", 0))
+        return cls(cache=cache, cdp=bool(doc["cdp"]),
+                   clos_free=int(doc["clos_free"]),
+                   mb=MbState(mb["units"], int(mb["gran"]), int(mb["min"]),
+                              mb["max"], tuple(mb["ids"])) if mb else None,
+                   monitoring=frozenset(doc.get("mon", ())),
+                   rmids=rmids, rmids_free=rmids)
 
-def from_resctrl(view, cache_cpus: Mapping[int, frozenset[int]] | None = None,
-                 way_sizes: Mapping[int, int] | None = None) -> HostRdtState:
+
+def from_resctrl(view: Any,
+                 cache_cpus: Mapping[int, frozenset[int]] | None = None,
+                 way_sizes: Mapping[int, int] | None = None,
+                 host_cells: Mapping[int, frozenset[int]] | None = None,
+                 classes: Mapping[str, rdtclass.RdtClass] | None = None,
+                 prefix: str = "") -> HostRdtState:
     """Build the state from a :class:`~nova_rdt.resctrl.hostview.HostView`.
 
     ``cache_cpus`` and ``way_sizes`` override what resctrl's sysfs topology
     says, so the driver can use libvirt's own view (libvirt validates sizes
     against its granularity, not ours).  Used masks are libvirt's: the
-    union of every group's mask, the root's included.
+    union of every group's mask, the root's included.  ``host_cells``
+    (cell -> CPUs) and ``classes`` (``[rdt] classes``, whose groups are
+    named with ``prefix``) are published for the filter when given.
     """
     caps = view.caps
     cdp = caps.cdp
@@ -188,9 +335,22 @@ def from_resctrl(view, cache_cpus: Mapping[int, frozenset[int]] | None = None,
     ctrl_groups = sum(1 for g in view.groups
                       if g.kind == "ctrl" and g.name != "/")
     mon = caps.monitoring.get("L3_MON") or caps.monitoring.get("L3")
+    rmids = mon.num_rmids if mon else 0
+    class_states = None
+    if classes is not None:
+        names = {g.name for g in view.groups if g.kind == "ctrl"}
+        class_states = {
+            c.name: ClassState(c.name, c.l3_ways, c.mb,
+                               c.group_name(prefix) in names)
+            for c in classes.values()}
     return HostRdtState(
         cache=cache, cdp=cdp,
         clos_free=max(caps.usable_clos - ctrl_groups, 0),
         mb=mb,
         monitoring=frozenset(mon.features) if mon else frozenset(),
-        rmids=mon.num_rmids if mon else 0)
+        rmids=rmids,
+        # Limbo RMIDs (freed, still dirty) are not visible here; the
+        # kernel's EBUSY for them is a rare, transient refusal.
+        rmids_free=max(rmids - len(view.groups), 0) if mon else 0,
+        cells=dict(host_cells or {}),
+        classes=class_states)

@@ -8,13 +8,22 @@ so what is planned here is what libvirt will allocate.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 import dataclasses
-from collections.abc import Mapping, Sequence
+import itertools
+import json
+from typing import Any
+from typing import Literal
 
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import spec
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
+
+# The published document is compact: no leading blanks to strip.
+_decode = json.JSONDecoder().raw_decode
 
 
 class CannotHonour(Exception):
@@ -51,12 +60,18 @@ def node_ways(node: spec.NodeRequest, state: hoststate.HostRdtState,
               cache_id: int) -> dict[str, int]:
     """Ways per cache type that ``node`` asks for on ``cache_id``."""
     c = state.cache[cache_id]
+    return _node_ways(node, state.cdp, cache_id, c.way_size, c.min_ways,
+                      c.cbm_len)
+
+
+def _node_ways(node: spec.NodeRequest, cdp: bool, cache_id: int,
+               way_size: int, min_ways: int, cbm_len: int) -> dict[str, int]:
     if node.cache is None and node.code is None:
         return {}
-    if node.cdp and not state.cdp:
+    if node.cdp and not cdp:
         raise CannotHonour("rdt:l3_code_*/l3_data_* need a host with CDP "
                            "(resctrl mounted with -o cdp)")
-    if not node.cdp and state.cdp:
+    if not node.cdp and cdp:
         raise CannotHonour("this host runs L3 CDP; it needs separate "
                            "rdt:l3_code_* and rdt:l3_data_* sizes")
     amounts = ({"code": node.code, "data": node.data} if node.cdp
@@ -64,17 +79,17 @@ def node_ways(node: spec.NodeRequest, state: hoststate.HostRdtState,
     out = {}
     for kind, amount in amounts.items():
         try:
-            ways = amount.to_ways(c.way_size)
-        except ValueError:
+            ways = amount.to_ways(way_size)
+        except (ValueError, ZeroDivisionError):
             raise CannotHonour(
                 f"{amount.size} bytes is not a whole number of the "
-                f"{c.way_size}-byte ways of cache id {cache_id}") from None
-        if ways < c.min_ways:
+                f"{way_size}-byte ways of cache id {cache_id}") from None
+        if ways < min_ways:
             raise CannotHonour(f"{ways} way(s) is below the hardware's "
-                               f"minimum of {c.min_ways}")
-        if ways >= c.cbm_len:
+                               f"minimum of {min_ways}")
+        if ways >= cbm_len:
             raise CannotHonour(f"{ways} ways is the whole cache of "
-                               f"{c.cbm_len} ways")
+                               f"{cbm_len} ways")
         out[kind] = ways
     return out
 
@@ -82,9 +97,13 @@ def node_ways(node: spec.NodeRequest, state: hoststate.HostRdtState,
 def mb_value(node: spec.NodeRequest, state: hoststate.HostRdtState
              ) -> int | None:
     """The MB value libvirt/resctrl will get, rounded as the kernel rounds."""
+    return _mb_value(node, state.mb)
+
+
+def _mb_value(node: spec.NodeRequest, mb: hoststate.MbState | None
+              ) -> int | None:
     if node.mb_percent is None and node.mb_mbps is None:
         return None
-    mb = state.mb
     if mb is None:
         raise CannotHonour("memory bandwidth allocation (MBA) is not "
                            "available on this host")
@@ -137,12 +156,15 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
     banks = {cid: c.cpus for cid, c in state.cache.items()}
     monitor = request.monitor if request.monitor is not None \
         else monitor_default
-    if monitor and "llc_occupancy" not in state.monitoring:
+    if monitor and hoststate.CMT_FEATURE not in state.monitoring:
         if request.monitor:
             raise CannotHonour("rdt:monitor=true needs L3 cache monitoring "
                                "(CMT) on the host")
         monitor = False
     if request.rdt_class is not None:
+        problem = class_problem(state, request.rdt_class)
+        if problem:
+            raise CannotHonour(problem)
         # The class group (made by the hook) holds the vCPUs; a libvirt
         # monitor group would fight it for them.
         return Demand(covered, {}, {}, False)
@@ -165,7 +187,7 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
             for mid in sorted(mb_ids & set(state.mb.ids)):
                 mb[mid] = max(mb.get(mid, 0), value)
     for cid, per in cache.items():
-        for kind, ways in per.items():
+        for _kind, ways in per.items():
             if ways >= state.cache[cid].cbm_len:
                 raise CannotHonour(f"{ways} ways on cache id {cid} is the "
                                    f"whole cache")
@@ -182,6 +204,11 @@ def place(state: hoststate.HostRdtState, d: Demand
     if d.needs_clos and state.clos_free < 1:
         raise CannotHonour("no free CLOS (class of service) left on this "
                            "host")
+    if (d.needs_clos or d.monitor) and state.mon_capable \
+            and state.rmids_free < 1:
+        # The kernel gives every new group an RMID (mkdir: ENOSPC "Out of
+        # RMIDs"); libvirt's own monitor reuses its allocation's group.
+        raise CannotHonour("no free RMID (monitoring ID) left on this host")
     masks: dict[int, dict[str, int]] = {}
     for cid, per in sorted(d.cache.items()):
         c = state.cache[cid]
@@ -199,119 +226,311 @@ def place(state: hoststate.HostRdtState, d: Demand
     return masks
 
 
-def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
-                  guest_nodes: int | None) -> str | None:
-    """The filter's question: could some placement on this host work?
+def class_problem(state: hoststate.HostRdtState, name: str) -> str | None:
+    """Why ``rdt:class=name`` cannot be honoured here; None: it can.
 
-    ``guest_nodes`` is the instance's NUMA node count, or None when it has
-    no NUMA topology (then it needs room on every cache id).  Returns None
-    when it fits, else the reason it does not.
+    A host that does not publish its classes (a version-1 document) is
+    not second-guessed: its hook decides.
+    """
+    if state.classes is None:
+        return None
+    c = state.classes.get(name)
+    if c is None:
+        return (f"rdt:class={name} is not defined in [rdt] classes on this "
+                f"host")
+    if c.exists:
+        return None
+    why = state.class_problem(c)
+    return None if why is None else \
+        f"rdt:class={name}: its group cannot be made: {why}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """What the scheduler knows of an instance's shape.
+
+    ``guest`` is the vCPUs of each guest NUMA node, or None without a NUMA
+    topology (the vCPUs then float over every cache id).
+    """
+
+    vcpus: int
+    guest: tuple[frozenset[int], ...] | None = None
+
+    @classmethod
+    def even(cls, vcpus: int, nodes: int | None) -> Placement:
+        """Nova's default split: vCPUs in order, evenly over the nodes."""
+        if nodes is None:
+            return cls(vcpus)
+        per = max(vcpus // nodes, 1)
+        return cls(vcpus, tuple(
+            frozenset(range(i * per, vcpus if i == nodes - 1
+                            else (i + 1) * per)) for i in range(nodes)))
+
+
+# Host cells per guest node that Nova could choose; None: any.
+Eligible = tuple[frozenset[int] | None, ...] | None
+
+
+def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
+                  placement: Placement, eligible: Eligible = None
+                  ) -> str | None:
+    """The filter's question, answered the slow, exact way.
+
+    Could some placement that Nova may choose on this host be planned by
+    the driver (:func:`demand` then :func:`place`)?  Guest NUMA nodes go to
+    distinct host cells (only those in ``eligible``, when given) and take
+    ways on every cache id their cell uses.  Returns None when it fits,
+    else the reason it does not.  :class:`HostSummary` gives the same
+    answer fast.
     """
     try:
+        if request.monitor and hoststate.CMT_FEATURE not in state.monitoring:
+            return ("rdt:monitor=true needs L3 cache monitoring (CMT) on "
+                    "the host")
         if request.rdt_class is not None:
+            return class_problem(state, request.rdt_class)
+        if not request.wants_allocation and not request.monitor:
             return None
         if request.wants_allocation and state.clos_free < 1:
             return "no free CLOS left"
-        if request.wants_cache and not state.cache:
-            return "no L3 CAT"
-        for node in request.nodes:
-            mb_value(node, state)
-        if not request.wants_cache:
+        if state.mon_capable and state.rmids_free < 1:
+            return "no free RMID left"
+        if placement.guest is None:
+            place(state, demand(request, placement.vcpus, None, state, {},
+                                False))
             return None
-        any_id = next(iter(state.cache))
-        if guest_nodes is None:
-            need = node_ways(request.nodes[0], state, any_id)
-            for cid, c in state.cache.items():
-                for kind, ways in need.items():
-                    if c.largest_free_run(kind) < ways:
-                        return (f"cache id {cid}: largest free run "
-                                f"{c.largest_free_run(kind)} < {ways} ways")
+        cells = dict(state.cells) or {cid: c.cpus
+                                      for cid, c in state.cache.items()}
+        k = len(placement.guest)
+        if k > len(cells):
+            # NUMATopologyFilter's refusal, not ours; capabilities still
+            # count, so a pass without it does not let a non-RDT host in.
+            if request.wants_cache and not state.cache:
+                raise CannotHonour("L3 cache allocation (CAT) is not "
+                                   "available on this host")
+            for node in request.nodes:
+                mb_value(node, state)
             return None
-        # Guest nodes land on distinct host cells; match the biggest asks
-        # to the roomiest cache ids (greedy is exact for nested capacities).
-        nodes = [request.nodes[min(i, len(request.nodes) - 1)]
-                 for i in range(guest_nodes)]
-        for kind in state.cache_types:
-            asks = sorted((node_ways(n, state, any_id).get(kind, 0)
-                           for n in nodes), reverse=True)
-            room = sorted((c.largest_free_run(kind)
-                           for c in state.cache.values()), reverse=True)
-            if len(asks) > len(room):
-                asks = asks[:len(room)]   # NUMA filter decides the rest
-            for ask, have in zip(asks, room):
-                if ask > have:
-                    return (f"needs {ask} contiguous ways, best cache id "
-                            f"left has {have}")
-        return None
+        why = "no host cell Nova may choose has room"
+        for perm in itertools.permutations(sorted(cells), k):
+            if eligible is not None and any(
+                    e is not None and cell not in e
+                    for cell, e in zip(perm, eligible)):
+                continue
+            guest = [GuestCell(i, placement.guest[i], cell)
+                     for i, cell in enumerate(perm)]
+            try:
+                place(state, demand(request, placement.vcpus, guest, state,
+                                    cells, False))
+                return None
+            except CannotHonour as e:
+                why = f"guest nodes on host cells {list(perm)}: {e}"
+        return why
     except CannotHonour as e:
         return str(e)
 
 
-@dataclasses.dataclass(frozen=True)
 class HostSummary:
-    """What :func:`fits_anywhere` needs from a host, precomputed once.
+    """A host's published state as the filter needs it, parsed once.
 
-    The scheduler keeps one per host-state update, so each request costs
-    a few comparisons per host.  ``fits`` must agree with
-    :func:`fits_anywhere` (a property test holds them together).
+    Built straight from the compact stats document (no sets, no masks),
+    so even a changed host costs one ``json.loads`` and a few lists.
+    ``verdict`` must agree with :func:`fits_anywhere` on the full state (a
+    property test holds them together).
     """
 
-    state: hoststate.HostRdtState
-    largest: Mapping[str, tuple[int, ...]]    # per type, desc, per cache id
-    shape: tuple                              # what per-request memos key on
+    __slots__ = ("raw", "shape", "clos_free", "need_rmid", "cmt",
+                 "l3", "cells", "disjoint", "classes", "last")
+    raw: str
+    shape: str                     # the hardware: the memo's key
+    clos_free: int
+    need_rmid: bool                # monitoring host without a free RMID
+    cmt: bool
+    l3: list[Any]                  # [id, cpus, used, largest] per cache id
+    cells: list[Any]               # [cell, cpus, cache indexes]
+    disjoint: bool | None          # no cache id in two cells (lazy)
+    classes: list[Any] | None      # [name, ways, mb, exists, can make]
+    last: tuple[int, int] | None   # (request key, verdict)
+
+    # What :meth:`verdict` says: no; yes on some host cells only; yes on
+    # whichever cells Nova picks.
+    NO, SOME, ALL = 0, 1, 2
+
+    @classmethod
+    def parse(cls, raw: str) -> HostSummary | None:
+        """The summary of one ``rdt`` stats value; None: not readable."""
+        try:
+            doc = _decode(raw)[0]
+            if doc.get("v") != hoststate.STATS_VERSION:
+                old = hoststate.HostRdtState.from_stats(
+                    {hoststate.STATS_KEY: raw})
+                return cls.of(old) if old is not None else None
+            self = cls()
+            self.raw = raw
+            self.shape = doc["shape"]
+            self.clos_free = doc["clos"]
+            mon = doc["mon"]
+            self.need_rmid = bool(mon) and doc["rmid"][1] < 1
+            self.cmt = hoststate.CMT_FEATURE in mon
+            # Kept as parsed: [id, cpus, used, largest] and
+            # [cell, cpus, cache indexes]; read where needed.
+            self.l3 = l3 = doc["l3"]
+            self.cells = doc["cells"] or \
+                [[c[0], "", [i]] for i, c in enumerate(l3)]
+            self.disjoint = None
+            self.classes = doc.get("cls")
+            self.last = None
+            return self
+        except (ValueError, KeyError, TypeError, IndexError,
+                AttributeError):
+            return None
 
     @classmethod
     def of(cls, state: hoststate.HostRdtState) -> HostSummary:
-        largest = {k: tuple(sorted((c.largest_free_run(k)
-                                    for c in state.cache.values()),
-                                   reverse=True))
-                   for k in state.cache_types}
-        shape = (state.cdp, state.mb,
-                 tuple((c.way_size, c.cbm_len, c.min_ways)
-                       for c in state.cache.values()))
-        return cls(state, largest, shape)
+        summary = cls.parse(state.to_stats()[hoststate.STATS_KEY])
+        assert summary is not None       # our own document always reads
+        return summary
 
-    def fits(self, request: spec.RdtRequest, guest_nodes: int | None,
-             memo: dict) -> bool:
+    def fits(self, request: spec.RdtRequest, placement: Placement,
+             memo: dict[str, Any], eligible: Eligible = None) -> bool:
+        """:func:`fits_anywhere` is None, in a few comparisons."""
+        return self.verdict(request, placement, memo, eligible) != self.NO
+
+    def verdict(self, request: spec.RdtRequest, placement: Placement,
+                memo: dict[str, Any], eligible: Eligible = None) -> int:
+        """NO, SOME (only some host cell choices fit) or ALL.
+
+        ``memo`` is per request: what depends only on the host's shape
+        (way sizes, CDP, MB) is worked out once per distinct shape.
+        """
+        if request.monitor and not self.cmt:
+            return self.NO
         if request.rdt_class is not None:
-            return True
-        if request.wants_allocation and self.state.clos_free < 1:
-            return False
-        key = (self.shape, guest_nodes)
-        asks = memo.get(key)
-        if asks is None:
-            asks = memo[key] = _asks(self.state, request, guest_nodes)
-        if asks is False:
-            return False
-        for kind, need in asks.items():
-            room = self.largest[kind]
-            if guest_nodes is None:
-                if room and room[-1] < need[0]:
-                    return False
+            if self.classes is None:
+                return self.ALL
+            for name, _ways, _mb, exists, can_make in self.classes:
+                if name == request.rdt_class:
+                    return self.ALL if exists or can_make else self.NO
+            return self.NO
+        wants = request.wants_allocation
+        if not wants and not request.monitor:
+            return self.ALL
+        if (wants and self.clos_free < 1) or self.need_rmid:
+            return self.NO
+        plan = memo.get(self.shape)
+        if plan is None:
+            plan = memo[self.shape] = _asks(self.shape, request, placement)
+        if plan is False:
+            return self.NO
+        asks, lens = plan
+        if placement.guest is None:
+            return self.ALL if self._on(asks[0], range(len(lens)), lens) \
+                else self.NO
+        cells = self.cells
+        k = len(asks)
+        if k > len(cells):
+            return self.ALL
+        if k == 1:
+            # The common NUMA request: one guest node, any one cell.
+            a = asks[0]
+            if a is None:
+                return self.ALL
+            only = eligible[0] if eligible is not None else None
+            results = [self._on(a, cell[2], lens) for cell in cells
+                       if only is None or cell[0] in only]
+        else:
+            perms = [p for p in itertools.permutations(range(len(cells)), k)
+                     if eligible is None or all(
+                         e is None or cells[c][0] in e
+                         for c, e in zip(p, eligible))]
+            if self.disjoint is None:
+                seen = [ci for cell in cells for ci in cell[2]]
+                self.disjoint = len(seen) == len(set(seen))
+            if self.disjoint:
+                # No two cells share a cache id: each node on its own.
+                ok = [[a is None or self._on(a, cell[2], lens)
+                       for cell in cells] for a in asks]
+                results = [all(ok[i][c] for i, c in enumerate(p))
+                           for p in perms]
             else:
-                for ask, have in zip(need, room):
-                    if ask > have:
-                        return False
+                results = [self._fits_cells(asks, p, lens) for p in perms]
+        if not any(results):
+            return self.NO
+        return self.ALL if all(results) else self.SOME
+
+    def _on(self, per_id: Sequence[tuple[int, ...] | None],
+            indexes: Iterable[int], lens: Sequence[int]) -> bool:
+        """One guest node's asks fit on these cache indexes."""
+        l3 = self.l3
+        for ci in indexes:
+            per = per_id[ci]
+            if per is None:
+                return False
+            have = l3[ci][3]
+            for ki, ways in enumerate(per):
+                if ways > have[ki] or ways >= lens[ci]:
+                    return False
+        return True
+
+    def _fits_cells(self, asks: Sequence[Any], perm: tuple[int, ...],
+                    lens: Sequence[int]) -> bool:
+        """Guest node i on cell perm[i]: ways summed per cache id fit."""
+        sums: dict[tuple[int, int], int] = {}
+        for node_asks, c in zip(asks, perm):
+            if node_asks is None:
+                continue                # no covered vCPU on this node
+            for ci in self.cells[c][2]:
+                per = node_asks[ci]
+                if per is None:
+                    return False
+                for ki, ways in enumerate(per):
+                    sums[ci, ki] = sums.get((ci, ki), 0) + ways
+        for (ci, ki), ways in sums.items():
+            if ways > self.l3[ci][3][ki] or ways >= lens[ci]:
+                return False
         return True
 
 
-def _asks(state, request, guest_nodes):
-    """Per type, the ways each placement unit needs (desc); False: never."""
+def _asks(shape: str, request: spec.RdtRequest, placement: Placement
+          ) -> tuple[list[Any], list[int]] | Literal[False]:
+    """(asks, cbm_len per cache index) for one kind of host, or False when
+    such a host can never fit.
+
+    asks: per guest node (one without NUMA), per cache index, the ways per
+    type it needs; None where that cache id cannot take it, and None for
+    a whole node that covers no vCPU.
+    """
+    cdp_, mb_, geo = json.loads(shape)
+    cdp = bool(cdp_)
+    mb = hoststate.MbState(mb_[0], mb_[1], mb_[2], mb_[3], tuple(mb_[4])) \
+        if mb_ else None
+    kinds = hoststate.CDP_TYPES if cdp else (hoststate.BOTH,)
     try:
-        if request.wants_cache and not state.cache:
+        if request.wants_cache and not geo:
             return False
-        for node in request.nodes:
-            mb_value(node, state)
-        if not request.wants_cache:
-            return {}
-        any_id = next(iter(state.cache))
-        if guest_nodes is None:
-            return {k: (w,) for k, w in
-                    node_ways(request.nodes[0], state, any_id).items()}
-        nodes = [request.nodes[min(i, len(request.nodes) - 1)]
-                 for i in range(guest_nodes)]
-        per = [node_ways(n, state, any_id) for n in nodes]
-        return {k: tuple(sorted((p.get(k, 0) for p in per), reverse=True))
-                for k in state.cache_types}
+        covered = request.vcpus or frozenset(range(placement.vcpus))
+        if placement.guest is None:
+            nodes = [(request.nodes[0], True)]
+        else:
+            nodes = [(request.nodes[min(i, len(request.nodes) - 1)],
+                      bool(vcpus & covered))
+                     for i, vcpus in enumerate(placement.guest)]
+        out: list[list[tuple[int, ...] | None] | None] = []
+        for node, has_vcpus in nodes:
+            _mb_value(node, mb)
+            if not has_vcpus:
+                out.append(None)
+                continue
+            per_id: list[tuple[int, ...] | None] = []
+            for cid, n, way, mn in geo:
+                try:
+                    w = _node_ways(node, cdp, cid, way, mn, n)
+                    per_id.append(tuple(w.get(k, 0) for k in kinds))
+                except CannotHonour:
+                    if placement.guest is None:
+                        return False
+                    per_id.append(None)
+            out.append(per_id)
+        return out, [g[1] for g in geo]
     except CannotHonour:
         return False

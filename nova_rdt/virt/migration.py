@@ -100,9 +100,17 @@ class LiveMigrationMixin:
                           for c in topo.cells}
         mc = instance.migration_context
         topology = mc.new_numa_topology if mc else instance.numa_topology
-        d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
-                             state, host_cells,
-                             self._rdt_monitor_default(request))
+        try:
+            d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
+                                 state, host_cells,
+                                 self._rdt_monitor_default(request))
+        except planner.CannotHonour as e:
+            # The destination's claim passed, but its published state has
+            # changed since (a class undefined, ways taken): stop here
+            # rather than hand libvirt XML it would refuse.
+            raise exception.MigrationError(
+                reason=f"nova-rdt: {dest} can no longer honour the "
+                       f"instance's RDT request: {e}") from e
         caches, mems = guest_rdt.tunes(d, state)
         LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
                  dict(d.cache), dict(d.mb), instance=instance)

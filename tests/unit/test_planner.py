@@ -1,22 +1,27 @@
 """Planning, host-state stats and host preparation: pure logic, fast."""
 
-import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
-from hypothesis import given, strategies as st
 
-from nova_rdt.allocation import hostlayout, hoststate, planner, spec
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import planner
+from nova_rdt.allocation import spec
 from nova_rdt.emulator import topology
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
-from tests.kernel_fixtures import make_kernel, materialize
+from tests.kernel_fixtures import make_kernel
+from tests.kernel_fixtures import materialize
 
 WAY = 3407872          # gold-6252: 35.75 MiB / 11 ways
 
 
 def state(used=(0x3, 0x3), cbm_len=11, clos_free=7, cdp=False, mb=True,
-          min_ways=1):
+          min_ways=1, rmids_free=170, cells=None, classes=None,
+          monitoring=("llc_occupancy", "mbm_total_bytes")):
     cache = {}
     for cid, u in enumerate(used):
         kinds = hoststate.CDP_TYPES if cdp else (hoststate.BOTH,)
@@ -27,8 +32,12 @@ def state(used=(0x3, 0x3), cbm_len=11, clos_free=7, cdp=False, mb=True,
         cache=cache, cdp=cdp, clos_free=clos_free,
         mb=hoststate.MbState("percent", 10, 10, 100, tuple(cache))
         if mb else None,
-        monitoring=frozenset({"llc_occupancy", "mbm_total_bytes"}),
-        rmids=176)
+        monitoring=frozenset(monitoring), rmids=176 if monitoring else 0,
+        rmids_free=rmids_free if monitoring else 0, cells=cells or {},
+        classes=classes)
+
+
+P = planner.Placement(4)                # 4 vCPUs, no NUMA topology
 
 
 def req(**specs):
@@ -81,21 +90,21 @@ def test_fragmented_free_ways_do_not_fit_even_if_the_total_would():
     with pytest.raises(planner.CannotHonour,
                        match="cache id 0: 3 needed, free runs 2, 2, 2"):
         planner.place(s, d)
-    assert planner.fits_anywhere(s, req(l3_cache_ways=3), None)
-    assert planner.fits_anywhere(s, req(l3_cache_ways=2), None) is None
+    assert planner.fits_anywhere(s, req(l3_cache_ways=3), P)
+    assert planner.fits_anywhere(s, req(l3_cache_ways=2), P) is None
 
 
 def test_clos_exhaustion_and_capabilities():
     assert "CLOS" in planner.fits_anywhere(state(clos_free=0),
-                                           req(l3_cache_ways=1), None)
+                                           req(l3_cache_ways=1), P)
     assert planner.fits_anywhere(state(mb=False), req(mb_percent=50),
-                                 None) is not None
+                                 P) is not None
     assert "CDP" in planner.fits_anywhere(
-        state(), req(l3_code_ways=1, l3_data_ways=1), None)
+        state(), req(l3_code_ways=1, l3_data_ways=1), P)
     assert "CDP" in planner.fits_anywhere(state(cdp=True),
-                                          req(l3_cache_ways=1), None)
+                                          req(l3_cache_ways=1), P)
     assert planner.fits_anywhere(
-        state(cdp=True), req(l3_code_ways=1, l3_data_ways=2), None) is None
+        state(cdp=True), req(l3_code_ways=1, l3_data_ways=2), P) is None
 
 
 def test_mb_is_rounded_up_like_the_kernel():
@@ -113,9 +122,11 @@ def test_numa_guest_nodes_go_to_distinct_ids():
     two = spec.parse({"rdt:l3_cache_ways.0": "5", "rdt:l3_cache_ways.1": "2"},
                      4, 2)
     s = state(used=(0x3, 0x7f))          # id 1 has 4 free ways
-    assert planner.fits_anywhere(s, two, 2) is None
+    assert planner.fits_anywhere(s, two, planner.Placement.even(4, 2)) \
+        is None
     s = state(used=(0x7f, 0x7f))
-    assert "needs 5" in planner.fits_anywhere(s, two, 2)
+    assert "5 needed" in planner.fits_anywhere(
+        s, two, planner.Placement.even(4, 2))
 
 
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=8))
@@ -188,7 +199,7 @@ def test_host_prep_plan(tmp_path, profile, reserved, pmd, ok):
         return
     layout = hostlayout.plan(caps, reserved, pmd)
     n = k.profile.l3.cbm_len
-    for res, doms in layout.root.lines.items():
+    for _res, doms in layout.root.lines.items():
         assert set(doms.values()) == {cbm.full_mask(reserved)}
     if pmd:
         top = cbm.Run(n - pmd, pmd).mask
@@ -217,6 +228,7 @@ def test_fast_summary_agrees_with_the_exact_check(used, clos, cdp, mb, ways,
         specs["rdt:mb_percent"] = str(mbp)
     if not specs:
         specs = {"rdt:monitor": "true"}
-    r = spec.parse(specs, 4, 1)
-    exact = planner.fits_anywhere(s, r, nodes) is None
-    assert planner.HostSummary.of(s).fits(r, nodes, {}) == exact
+    r = spec.parse(specs, 4, nodes or 1)
+    placement = planner.Placement.even(4, nodes)
+    exact = planner.fits_anywhere(s, r, placement) is None
+    assert planner.HostSummary.of(s).fits(r, placement, {}) == exact

@@ -1,0 +1,375 @@
+"""RDTFilter's fast path against a fresh parse and the exact check.
+
+The filter keeps a summary per host, keyed on the published string, and
+answers from precomputed free runs; the exact check plans the instance the
+way the driver does (demand, then libvirt's best fit) on every host cell
+assignment Nova may choose.  They must always agree.
+"""
+
+import datetime
+import json
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import pytest
+
+nova = pytest.importorskip("nova", reason="needs nova (the nova extra)")
+
+from nova import objects  # noqa: E402
+from nova.scheduler import host_manager  # noqa: E402
+
+from nova_rdt.allocation import hoststate  # noqa: E402
+from nova_rdt.allocation import planner  # noqa: E402
+from nova_rdt.allocation import spec  # noqa: E402
+from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
+from tests.unit.test_planner import WAY  # noqa: E402
+from tests.unit.test_planner import state  # noqa: E402
+
+objects.register_all()
+
+LOW = hoststate.ClassState("low", 2, 10, False)
+
+
+# -- random hosts and requests -------------------------------------------
+
+# Mostly with the root's ways held, as on a prepared host; sometimes none
+# held, so a guest's ways can add up to the whole cache.
+_used = st.one_of(st.integers(0, (1 << 11) - 1).map(lambda m: m | 0x3),
+                  st.sampled_from([0, 0x400, 0x1]))
+
+
+@st.composite
+def hosts(draw):
+    n = draw(st.integers(1, 4))
+    used = tuple(draw(st.lists(_used, min_size=n, max_size=n)))
+    cdp = draw(st.booleans())
+    # Host cells: none published, one per cache id, or two cells on one
+    # L3 (sub-NUMA clustering), so guest nodes there add up.
+    layout = draw(st.sampled_from(["none", "per-id", "snc"]))
+    cells = {}
+    if layout == "per-id":
+        cells = {c: frozenset(range(c * 4, c * 4 + 4)) for c in range(n)}
+    elif layout == "snc":
+        cells = {2 * c + h: frozenset(range(c * 4 + 2 * h, c * 4 + 2 * h + 2))
+                 for c in range(n) for h in (0, 1)}
+    classes = draw(st.sampled_from([
+        None, {}, {"low": LOW},
+        {"low": hoststate.ClassState("low", 2, 10, True)},
+        {"low": hoststate.ClassState("low", 9, None, False)},
+        {"low": hoststate.ClassState("low", 1, 5, False)}]))
+    monitoring = draw(st.sampled_from([
+        (), ("llc_occupancy",), ("mbm_total_bytes",),
+        ("llc_occupancy", "mbm_local_bytes")]))
+    return state(used=used, clos_free=draw(st.integers(0, 2)), cdp=cdp,
+                 mb=draw(st.booleans()), min_ways=draw(st.integers(1, 2)),
+                 rmids_free=draw(st.integers(0, 2)), cells=cells,
+                 classes=classes, monitoring=monitoring)
+
+
+@st.composite
+def requests(draw):
+    nodes = draw(st.one_of(st.none(), st.integers(1, 3)))
+    k = nodes or 1
+    kind = draw(st.sampled_from(["unified", "unified", "cdp", "class",
+                                 "class", "mb", "monitor"]))
+    specs = {}
+    if kind == "unified":
+        if draw(st.booleans()):
+            specs["rdt:l3_cache_ways"] = str(draw(st.integers(1, 6)))
+            if k > 1 and draw(st.booleans()):
+                specs["rdt:l3_cache_ways.1"] = str(draw(st.integers(1, 6)))
+        else:
+            specs["rdt:l3_cache_size"] = \
+                f"{draw(st.integers(1, 4)) * WAY // 1024}KiB"
+    elif kind == "cdp":
+        specs["rdt:l3_code_ways"] = str(draw(st.integers(1, 5)))
+        specs["rdt:l3_data_ways"] = str(draw(st.integers(1, 5)))
+    elif kind == "class":
+        specs["rdt:class"] = draw(st.sampled_from(["low", "other"]))
+    if kind in ("unified", "cdp", "mb") and draw(st.booleans()):
+        specs["rdt:mb_percent"] = str(draw(st.integers(1, 100)))
+    if kind == "mb" and "rdt:mb_percent" not in specs:
+        specs["rdt:mb_percent"] = "50"
+    monitor = draw(st.sampled_from([None, "true", "false"]))
+    if monitor is not None:
+        specs["rdt:monitor"] = monitor
+    if kind != "class" and draw(st.booleans()):
+        specs["rdt:vcpus"] = draw(st.sampled_from(["0", "3", "1-2"]))
+    if not specs:
+        specs["rdt:monitor"] = "true"
+    vcpus = 4
+    r = spec.parse(specs, vcpus, k)
+    return r, planner.Placement.even(vcpus, nodes)
+
+
+@st.composite
+def eligibility(draw, placement, s):
+    """Host cells NUMATopologyFilter may choose (some are excluded)."""
+    if placement.guest is None or not draw(st.booleans()):
+        return None
+    ids = sorted(s.cells or s.cache)
+    return tuple(draw(st.one_of(st.none(), st.frozensets(
+        st.sampled_from(ids), max_size=len(ids)))) for _ in placement.guest)
+
+
+@settings(max_examples=300, deadline=None)
+@given(s=hosts(), rp=requests(), data=st.data())
+def test_fast_path_equals_the_exact_check(s, rp, data):
+    r, placement = rp
+    eligible = data.draw(eligibility(placement, s))
+    exact = planner.fits_anywhere(s, r, placement, eligible)
+    raw = s.to_stats()[hoststate.STATS_KEY]
+    fast = planner.HostSummary.parse(raw).fits(r, placement, {}, eligible)
+    assert fast == (exact is None), exact
+    # The published form reads back as the same state, so the exact
+    # check on the scheduler's side sees what the compute saw.
+    back = hoststate.HostRdtState.from_stats({"rdt": raw})
+    assert back == s
+    assert (planner.fits_anywhere(back, r, placement, eligible) is None) \
+        == fast
+
+
+# -- through the filter, with a cache that must not go stale ------------
+
+def spec_obj(r_specs, vcpus=4, cells=None):
+    topo = None
+    if cells:
+        topo = objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(
+                id=i, cpuset=set(), pcpuset=set(cpus), memory=512,
+                cpu_policy="dedicated")
+            for i, cpus in enumerate(cells)])
+    return objects.RequestSpec(flavor=objects.Flavor(
+        flavorid="f", vcpus=vcpus, extra_specs=r_specs), numa_topology=topo)
+
+
+def host_state(stats):
+    hs = host_manager.HostState("h", "n", "cell")
+    hs.stats = stats
+    return hs
+
+
+@settings(max_examples=150, deadline=None)
+@given(seq=st.lists(st.tuples(hosts(), st.booleans()), min_size=1,
+                    max_size=5),
+       ways=st.integers(1, 6), nodes=st.one_of(st.none(), st.integers(1, 2)))
+def test_cached_path_equals_a_fresh_parse_and_exact_check(seq, ways, nodes):
+    """A host updated again and again, with fresh equal dicts or new
+    content: the filter's answer is always the exact one for the content
+    it was last given."""
+    f = rdt_filter.RDTFilter()
+    hs = host_state({})
+    extra = {"rdt:l3_cache_ways": str(ways)}
+    placement = planner.Placement.even(4, nodes)
+    for s, same in seq:
+        stats = dict(hs.stats) if same and hs.stats else s.to_stats()
+        hs.stats = dict(stats)                  # Nova: a new dict each time
+        want = spec_obj(extra, 4, placement.guest)
+        exact = planner.fits_anywhere(
+            hoststate.HostRdtState.from_stats(stats),
+            spec.parse(extra, 4, nodes or 1), placement)
+        assert f.host_passes(hs, want) == (exact is None)
+
+
+# -- parses: once per change of content ----------------------------------
+
+def _compute_node(stats, updated_at):
+    return objects.ComputeNode(
+        host="parse-h", hypervisor_hostname="parse-n", vcpus=8,
+        memory_mb=8192, local_gb=100, vcpus_used=0, memory_mb_used=0,
+        local_gb_used=0, free_ram_mb=8192, free_disk_gb=100,
+        current_workload=0, running_vms=0, cpu_info="{}",
+        disk_available_least=100, hypervisor_type="QEMU",
+        hypervisor_version=1, numa_topology=None, stats=dict(stats),
+        updated_at=updated_at, cpu_allocation_ratio=1.0,
+        ram_allocation_ratio=1.0, disk_allocation_ratio=1.0,
+        uuid="00000000-0000-0000-0000-00000000000a", supported_hv_specs=[],
+        pci_device_pools=None, host_ip="10.0.0.1", metrics="[]")
+
+
+def _host_state_from_db(stats, updated_at):
+    """What Nova 34's HostManager._get_host_states does per request: a
+    new HostState, updated from a ComputeNode loaded again."""
+    cn = _compute_node(json.loads(json.dumps(stats)), updated_at)
+    hs = host_manager.HostState(cn.host, cn.hypervisor_hostname, "cell")
+    hs.update(compute=cn)
+    return hs
+
+
+def test_reloaded_compute_nodes_and_new_host_states_parse_once(
+        monkeypatch):
+    """Equal content and updated_at on every request: one parse; a real
+    change: one more."""
+    parses = []
+    real = planner.HostSummary.parse
+    monkeypatch.setattr(planner.HostSummary, "parse",
+                        classmethod(lambda cls, raw: parses.append(raw)
+                                    or real(raw)))
+    f = rdt_filter.RDTFilter()
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    stats = {"num_instances": "0", **state().to_stats()}
+    for _ in range(3):
+        hs = _host_state_from_db(stats, when)
+        assert hs.stats is not stats
+        assert f.host_passes(hs, spec_obj({"rdt:l3_cache_ways": "4"}))
+    assert len(parses) == 1
+    full = {"num_instances": "1", **state(used=(0x7ff, 0x7ff)).to_stats()}
+    for _ in range(2):
+        hs = _host_state_from_db(full, when + datetime.timedelta(seconds=60))
+        assert not f.host_passes(hs, spec_obj({"rdt:l3_cache_ways": "4"}))
+    assert len(parses) == 2
+
+
+# -- the cases, one by one -----------------------------------------------
+
+def passes(s, extra, cells=None, numa=None):
+    hs = host_state(s.to_stats())
+    hs.numa_topology = numa
+    return rdt_filter.RDTFilter().host_passes(hs, spec_obj(extra, 4, cells))
+
+
+def test_class_is_scheduled_where_it_can_be_honoured():
+    cls = {"rdt:class": "low"}
+    assert passes(state(classes={"low": LOW}), cls)             # can make
+    assert not passes(state(classes={}), cls)                   # undefined
+    assert not passes(state(classes={"other": hoststate.ClassState(
+        "other", 2, 10, False)}), cls)
+    # No free CLOS: only an existing group will do.
+    assert not passes(state(classes={"low": LOW}, clos_free=0), cls)
+    assert passes(state(clos_free=0, classes={
+        "low": hoststate.ClassState("low", 2, 10, True)}), cls)
+    # Too few contiguous free ways on one cache id, or no RMID.
+    assert not passes(state(used=(0x3, 0x7fd), classes={"low": LOW}), cls)
+    assert not passes(state(rmids_free=0, classes={"low": LOW}), cls)
+    # An MB value the kernel would refuse on this host (min 10%).
+    assert not passes(state(classes={
+        "low": hoststate.ClassState("low", 1, 5, False)}), cls)
+    # A host that does not publish classes (an older compute): its hook
+    # decides, as before.
+    assert passes(state(classes=None), cls)
+
+
+def test_class_problem_says_why():
+    s = state(used=(0x3, 0x7fd), classes={"low": LOW})
+    why = planner.fits_anywhere(s, spec.parse({"rdt:class": "low"}, 4),
+                                planner.Placement(4))
+    assert "rdt:class=low" in why and "cache id 1" in why
+    assert "not defined" in planner.fits_anywhere(
+        state(classes={}), spec.parse({"rdt:class": "low"}, 4),
+        planner.Placement(4))
+
+
+def test_class_members_are_refused_by_the_driver_plan_too():
+    with pytest.raises(planner.CannotHonour, match="not defined"):
+        planner.demand(spec.parse({"rdt:class": "low"}, 4), 4, None,
+                       state(classes={}), {}, False)
+    d = planner.demand(spec.parse({"rdt:class": "low"}, 4), 4, None,
+                       state(classes={"low": LOW}), {}, False)
+    assert not d.needs_clos
+
+
+def test_monitoring_needs_cmt_and_an_rmid():
+    mon = {"rdt:monitor": "true"}
+    assert passes(state(), mon)
+    assert not passes(state(monitoring=("mbm_total_bytes",)), mon)
+    assert not passes(state(monitoring=()), mon)
+    assert not passes(state(rmids_free=0), mon)
+    # Every new group takes an RMID on a monitoring host.
+    assert not passes(state(rmids_free=0), {"rdt:l3_cache_ways": "2"})
+    assert passes(state(monitoring=()), {"rdt:l3_cache_ways": "2"})
+    assert passes(state(monitoring=()), {"rdt:monitor": "false"})
+
+
+def test_rmids_are_counted_and_taken_by_allocations():
+    s = state(rmids_free=1)
+    d = planner.demand(spec.parse({"rdt:l3_cache_ways": "2"}, 4), 4, None,
+                       s, {}, False)
+    after = s.with_allocation(planner.place(s, d))
+    assert after.rmids_free == 0
+    with pytest.raises(planner.CannotHonour, match="RMID"):
+        planner.place(after, d)
+
+
+CELLS = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}
+
+
+def test_numa_guest_node_needs_ways_on_its_host_cells_cache_id():
+    # Cache id 0 full, id 1 roomy: a 1-node guest fits (cell 1); two
+    # nodes need both cells, so both cache ids.
+    s = state(used=(0x7ff, 0x3), cells=CELLS)
+    assert passes(s, {"rdt:l3_cache_ways": "4"}, cells=[{0, 1, 2, 3}])
+    assert not passes(s, {"rdt:l3_cache_ways": "2"},
+                      cells=[{0, 1}, {2, 3}])
+    # Without NUMA the vCPUs float: every cache id is needed.
+    assert not passes(s, {"rdt:l3_cache_ways": "2"})
+
+
+def test_two_host_cells_on_one_l3_add_up():
+    snc = {0: frozenset({0, 1}), 1: frozenset({2, 3}),
+           2: frozenset({4, 5}), 3: frozenset({6, 7})}
+    s = state(used=(0x7f, 0x7ff), cells=snc)        # id 0: 4 free ways
+    two = [{0, 1}, {2, 3}]
+    assert passes(s, {"rdt:l3_cache_ways": "2"}, cells=two)
+    assert not passes(s, {"rdt:l3_cache_ways": "3"}, cells=two)
+
+
+def _host_numa(free_pcpus):
+    return objects.NUMATopology(cells=[
+        objects.NUMACell(
+            id=c, cpuset=set(), pcpuset=set(range(c * 4, c * 4 + 4)),
+            memory=4096, memory_usage=0, cpu_usage=0,
+            pinned_cpus=set(range(c * 4, c * 4 + 4 - free)),
+            siblings=[{x} for x in range(c * 4, c * 4 + 4)],
+            mempages=[], network_metadata=objects.NetworkMetadata(
+                physnets=set(), tunneled=False))
+        for c, free in enumerate(free_pcpus)])
+
+
+def test_pinned_guest_node_only_counts_cells_with_free_pcpus():
+    # Ways are free only on cache id 0, but cell 0's pCPUs are all
+    # pinned: NUMATopologyFilter can only choose cell 1.
+    s = state(used=(0x3, 0x7ff), cells=CELLS)
+    want = {"rdt:l3_cache_ways": "2"}
+    assert passes(s, want, cells=[{0, 1}], numa=_host_numa([4, 4]))
+    assert not passes(s, want, cells=[{0, 1}], numa=_host_numa([0, 4]))
+    assert passes(s, want, cells=[{0, 1}], numa=_host_numa([2, 0]))
+
+
+def test_guest_nodes_on_one_l3_cannot_take_the_whole_cache():
+    snc = {0: frozenset({0, 1}), 1: frozenset({2, 3})}
+    s = state(used=(0,), cells=snc)                 # 11 free ways
+    two = [{0, 1}, {2, 3}]
+    assert passes(s, {"rdt:l3_cache_ways": "5"}, cells=two)
+    # 5 + 6 = 11 ways fit the free run, but would be the whole cache.
+    eleven = {"rdt:l3_cache_ways": "5", "rdt:l3_cache_ways.1": "6"}
+    assert not passes(s, eleven, cells=two)
+    assert "whole cache" in planner.fits_anywhere(
+        s, spec.parse(eleven, 4, 2), planner.Placement.even(4, 2))
+
+
+def test_a_guest_node_without_covered_vcpus_needs_no_ways():
+    s = state(used=(0x3, 0x7ff), cells=CELLS)
+    # Only vCPU 0 (guest node 0) is covered; node 1 may sit on cell 1,
+    # whose cache id is full.
+    assert passes(s, {"rdt:l3_cache_ways": "2", "rdt:vcpus": "0"},
+                  cells=[{0, 1}, {2, 3}])
+    assert not passes(s, {"rdt:l3_cache_ways": "2"}, cells=[{0, 1}, {2, 3}])
+
+
+def test_filter_all_agrees_with_host_passes_and_skips_rebuilds():
+    f = rdt_filter.RDTFilter()
+    hosts = [host_state(s.to_stats()) for s in (
+        state(), state(used=(0x7ff, 0x3)), state(clos_free=0))]
+    hosts.append(host_state({"uptime": "1"}))
+    for i, hs in enumerate(hosts):
+        hs.host = hs.nodename = f"fa{i}"
+    want = spec_obj({"rdt:l3_cache_ways": "4"})
+    assert list(f.filter_all(hosts, want)) == \
+        [h for h in hosts if f.host_passes(h, want)] == hosts[:1]
+    assert list(f.filter_all(hosts, spec_obj({}))) == hosts
+    assert list(f.filter_all(hosts, spec_obj(
+        {"rdt:l3_cache_ways": "lots"}))) == []
+    rebuild = spec_obj({"rdt:l3_cache_ways": "4"})
+    rebuild.scheduler_hints = {"_nova_check_type": ["rebuild"]}
+    assert list(f.filter_all(hosts, rebuild)) == hosts
