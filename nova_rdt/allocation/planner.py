@@ -78,6 +78,8 @@ def _node_ways(node: spec.NodeRequest, cdp: bool, cache_id: int,
                else {hoststate.BOTH: node.cache})
     out = {}
     for kind, amount in amounts.items():
+        if amount is None:          # not asked for on this node
+            continue
         try:
             ways = amount.to_ways(way_size)
         except (ValueError, ZeroDivisionError):
@@ -182,7 +184,7 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
                 per = cache.setdefault(cid, {})
                 per[kind] = per.get(kind, 0) + ways
         value = mb_value(node, state)
-        if value is not None:
+        if value is not None and state.mb is not None:
             mb_ids = ids if ids else set(state.mb.ids)
             for mid in sorted(mb_ids & set(state.mb.ids)):
                 mb[mid] = max(mb.get(mid, 0), value)
