@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 import dataclasses
+import re
 from typing import Any
 from typing import cast
-import re
 
 from nova_rdt.allocation import naming
 from nova_rdt.resctrl import cpulist

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from collections.abc import Iterable
-
-from collections.abc import Iterable
 import dataclasses
 import os
 import re

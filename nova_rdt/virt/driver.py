@@ -111,7 +111,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 OSError) as e:
             # ResctrlError carries the kernel's last_cmd_status.
             raise exception.InvalidConfiguration(
-                f"nova-rdt: cannot prepare the host's resctrl: {e}")
+                f"nova-rdt: cannot prepare the host's resctrl: {e}") from e
         LOG.info("nova-rdt: host prepared: root %s, PMD %s, %s ways per "
                  "cache id for instances", summary["root"],
                  summary["pmd"] or "-", summary["managed_ways"])
@@ -147,7 +147,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     @functools.cached_property
     def _rdt_libvirt_caps(self) -> libvirt_caps.LibvirtRdtCaps:
-        return libvirt_caps.parse(self._host.get_connection().getCapabilities())
+        conn = self._host.get_connection()
+        return libvirt_caps.parse(conn.getCapabilities())
 
     @functools.cached_property
     def _rdt_classes(self) -> dict[str, rdtclass.RdtClass]:
@@ -236,7 +237,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             # host would read it the same way: abort, do not reschedule.
             raise exception.BuildAbortException(
                 instance_uuid=instance.uuid,
-                reason=f"invalid flavor extra spec {e.key}: {e.reason}")
+                reason=f"invalid flavor extra spec {e.key}: {e.reason}"
+            ) from None
 
     @staticmethod
     def _rdt_monitor_default(request) -> bool:
@@ -269,7 +271,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                                            state, allocated, sharing)
         except planner.CannotHonour as e:
             raise exception.ComputeResourcesUnavailable(
-                reason=f"nova-rdt: {e}")
+                reason=f"nova-rdt: {e}") from e
         why = self._rdt_pmd_refusal(instance.uuid, masks, sharing)
         if why:
             self._rdt_claims.release(instance.uuid)
@@ -277,7 +279,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 reason=f"nova-rdt: PMD COS: {why}")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
-            guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(guest.cputune)
+            guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(
+                guest.cputune)
             guest.cputune.cachetunes = caches
             guest.cputune.memorytunes = mems
         guest.metadata.append(guest_rdt.metadata(request, d, state))

@@ -12,7 +12,6 @@ every test module here with :data:`NOVA_UNAVAILABLE` as the reason.
 
 from __future__ import annotations
 
-
 try:
     from nova import monkey_patch as _nova_monkey_patch
 except ImportError as exc:  # Nova is an optional, test-only dependency.

@@ -11,8 +11,9 @@ import tempfile
 import time
 from unittest import mock
 
-import pytest
 from lxml import etree
+from nova.tests.functional.api import client
+import pytest
 
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
@@ -169,7 +170,8 @@ class TestBootAndFilter(RdtNovaTestBase):
         ]
         for specs, key in cases:
             exc = self.assertRaises(
-                Exception, self.admin_api.post_extra_spec, flavor,
+                client.OpenStackApiException,
+                self.admin_api.post_extra_spec, flavor,
                 {"extra_specs": specs})
             self.assertEqual(400, exc.response.status_code, specs)
             self.assertIn(key, exc.response.text)

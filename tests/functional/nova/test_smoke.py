@@ -2,10 +2,9 @@
 
 import os
 
-import pytest
 from lxml import etree
-
 from nova import conf as nova_conf
+import pytest
 
 from tests.functional.nova import base
 
