@@ -76,3 +76,8 @@ fi
 # The RFC 2544 engine's compiled sender (nova-rdt-pktgen), into .venv/bin;
 # rebuilt only when its source is newer.
 ./tools/build-native.sh .venv/bin
+# The lab's Linux guest (Debian's cloud kernel and busybox in an
+# initramfs, extracted, never installed on this host).  Not fatal: the
+# guest tests skip, saying why, when it cannot be built (no network).
+./tools/build-guest-image.sh \
+    || echo "setup-host: the lab's guest image was not built" >&2
