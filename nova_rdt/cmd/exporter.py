@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 
 from nova_rdt.cmd import common
@@ -33,7 +32,10 @@ def register(sub) -> None:
     exp.add_argument("--state-path",
                      help="the hook's records, for instance names "
                           "(default: [rdt] state_path)")
-    exp.add_argument("--host", help="host label (default: hostname)")
+    exp.add_argument("--host", help="the host label on every series "
+                                    "(default: Nova's [DEFAULT] host from "
+                                    "--config-file, else the hostname, "
+                                    "as Nova defaults it)")
     exp.add_argument("--notify-interval", type=common.seconds,
                      help="seconds between notifications; 0 turns them off "
                           "(default: [rdt_exporter] notify_interval)")
@@ -55,7 +57,9 @@ def exporter(args) -> int:
     r, e = conf.rdt, conf.rdt_exporter
     fs = Resctrl(args.resctrl_root or r.resctrl_root, prefix=r.group_prefix,
                  sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root)
-    host = args.host or socket.gethostname()
+    from nova_rdt.exporter import hostname
+
+    host = hostname.nova_host(args.config_file, args.host)
     live = LiveView(Sampler(fs, args.state_path or r.state_path,
                             caps_ttl=e.capabilities_ttl))
     app = server.App(live, host)

@@ -11,8 +11,8 @@ Kinds, as operators read them:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
+import dataclasses
 
 from nova_rdt.allocation import naming
 

@@ -1,10 +1,13 @@
 """Prometheus metrics from a LiveView, taken afresh at every scrape.
 
-Every per-group series carries ``group``, ``kind`` (see ``identity``),
-``instance_uuid``, ``instance_name`` and ``flavor`` (empty where they do
-not apply).  Counts of monitor groups inside a control group are part of
-that group's series (the kernel sums them), so per-kind sums never count
-twice.
+Every series carries ``host``: Nova's ``[DEFAULT] host`` of this compute,
+so that one Prometheus scraping many computes can join the series with
+Nova's host names (its own ``instance`` label is only the scrape
+address).  Every per-group series also carries ``group``, ``kind``
+(see ``identity``), ``instance_uuid``, ``instance_name`` and ``flavor``
+(empty where they do not apply).  Counts of monitor groups inside a
+control group are part of that group's series (the kernel sums them), so
+per-kind sums never count twice.
 """
 
 from __future__ import annotations
@@ -35,14 +38,22 @@ def _has_event(caps, event: str) -> bool:
     return any(event in m.features for m in caps.monitoring.values())
 
 
+def with_host(fam, host: str):
+    """``fam`` with ``host`` first among every sample's labels."""
+    fam.samples = [smp._replace(labels={"host": host, **smp.labels})
+                   for smp in fam.samples]
+    return fam
+
+
 def _glabels(g) -> list[str]:
     i = g.identity
     return [g.name, i.kind, i.instance_uuid, i.instance_name, i.flavor]
 
 
 class RdtCollector(Collector):
-    def __init__(self, live: LiveView):
+    def __init__(self, live: LiveView, host: str | None = None):
         self.live = live
+        self.host = host
         self.errors = 0
         self.unavailable = 0
 
@@ -50,6 +61,14 @@ class RdtCollector(Collector):
         return []         # collected per scrape: never at registration
 
     def collect(self):
+        families = self._collect()
+        if not self.host:
+            yield from families
+            return
+        for fam in families:
+            yield with_host(fam, self.host)
+
+    def _collect(self):
         t0 = time.monotonic()
         try:
             s, bw = self.live.refresh()
@@ -123,7 +142,8 @@ class RdtCollector(Collector):
                 if res in caps.cache and res.startswith("L3"):
                     typ = waymap.CACHE_TYPES[res]
                     for cid, m in doms.items():
-                        ways.add_metric(gl + [str(cid), typ], bin(m).count("1"))
+                        ways.add_metric(gl + [str(cid), typ],
+                                        bin(m).count("1"))
                         mask.add_metric(gl + [str(cid), typ], m)
                 elif res in caps.bandwidth:
                     unit = caps.bandwidth[res].units

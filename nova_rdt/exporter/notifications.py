@@ -1,8 +1,10 @@
 """Versioned notification payloads from samples: pure.
 
-Payloads use Nova's versioned-notification envelope (``nova_object.*``
+Payloads are oslo.versionedobjects (:mod:`nova_rdt.exporter.payloads`)
+serialised with Nova's versioned-notification envelope (``nova_object.*``
 keys), so consumers that read Nova's notifications (Ceilometer, Watcher)
-parse them the same way.  Event types:
+parse them the same way.  Samples are in doc/notification_samples/.
+Event types:
 
 ``rdt.allocation.create`` / ``.update`` / ``.delete``
     a control group appeared, changed its schemata or went away
@@ -12,16 +14,8 @@ parse them the same way.  Event types:
 
 from __future__ import annotations
 
+from nova_rdt.exporter import payloads
 from nova_rdt.exporter import waymap
-
-NAMESPACE = "nova_rdt"
-ALLOCATION_VERSION = "1.0"
-SAMPLE_VERSION = "1.0"
-
-
-def envelope(name: str, version: str, data: dict) -> dict:
-    return {"nova_object.name": name, "nova_object.namespace": NAMESPACE,
-            "nova_object.version": version, "nova_object.data": data}
 
 
 def _schemata(g, caps) -> dict:
@@ -64,8 +58,7 @@ def allocation_changes(host: str, prev, cur) -> list[tuple[str, dict]]:
                 "previous": (_schemata(old, prev.caps)
                              if old is not None else None)}
         out.append((f"rdt.allocation.{action}",
-                    envelope("RdtAllocationPayload", ALLOCATION_VERSION,
-                             data)))
+                    payloads.RdtAllocationPayload(**data).to_primitive()))
     return out
 
 
@@ -93,5 +86,5 @@ def instance_samples(host: str, s, bw, period: float) -> list[dict]:
                     str(r.domain): r.llc_occupancy for r in g.readings
                     if r.llc_occupancy is not None},
                 "memory_bandwidth": bandwidth, "l3_ways": ways}
-        out.append(envelope("RdtInstanceSamplePayload", SAMPLE_VERSION, data))
+        out.append(payloads.RdtInstanceSamplePayload(**data).to_primitive())
     return out

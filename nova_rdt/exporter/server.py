@@ -49,7 +49,7 @@ class App:
         self.live = live
         self.host = host
         self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = RdtCollector(live)
+        self.collector = RdtCollector(live, host)
         self.registry.register(self.collector)
 
     def __call__(self, environ, start_response):

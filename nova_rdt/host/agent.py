@@ -258,12 +258,20 @@ class Agent:
 
     def sync_pmd(self, cores: set[int] | None = None) -> str:
         """Recompute the PMD group from scratch; returns a summary."""
+        gname = naming.pmd_group(self.fs.prefix)
+        if cores is None:
+            # Asked before the resctrl flock: OVSDB and ovs-appctl can take
+            # a while, and libvirt's allocator waits on that lock.
+            try:
+                cores = {t.core for t in self.ovs_client().pmd_threads()}
+            except ovs.OvsError as e:
+                LOG.warning("PMD cores unknown, keeping %s's CPUs: %s",
+                            gname, e)
         with self.fs.locked():
             caps = self.fs.capabilities()
             layout = hostlayout.plan(caps, self.settings.reserved_host_ways,
                                    self.settings.pmd_shared_ways)
             root = self.fs.root_group().schemata()
-            gname = naming.pmd_group(self.fs.prefix)
             shares = {}
             share_groups = set()
             recs, _bad = self.records.all()
@@ -299,12 +307,6 @@ class Agent:
             except errors.GroupNotFound:
                 g = self.fs.create_group(gname)
             self.fs.write_schemata(g, plan.schemata)
-            if cores is None:
-                try:
-                    cores = {t.core for t in self.ovs_client().pmd_threads()}
-                except ovs.OvsError as e:
-                    LOG.warning("PMD cores unknown, keeping %s's CPUs: %s",
-                                gname, e)
             if cores is not None:
                 self.fs.set_cpus(g, cores)
             masks = plan.schemata.format().strip().replace("\n", " ")

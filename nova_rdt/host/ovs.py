@@ -3,7 +3,8 @@
 The PMD COS needs the cores and threads that really poll.  Three sources
 agree only when OVS has settled, so each is read and they are joined:
 
-* OVSDB ``other_config:pmd-cpu-mask``: what the operator asked for;
+* OVSDB ``other_config:pmd-cpu-mask``: what the operator asked for, read
+  with ovsdbapp, as Neutron and os-vif read the Open_vSwitch table;
 * ``ovs-appctl dpif-netdev/pmd-rxq-show``: the PMDs that exist (OVS
   creates none until a port of a netdev bridge has a queue);
 * ``/proc/<ovs-vswitchd>/task/*``: the threads, named ``pmd-cNN/id:M``.
@@ -12,11 +13,13 @@ Threads a PMD starts inherit its name, so a thread only counts when its
 affinity is exactly its core too.  Thread ids change whenever the mask
 does: callers that place threads must re-run discovery then.
 
-Parsing is pure; :class:`OvsClient` does the I/O.
+Parsing is pure; :class:`OvsClient` does the I/O.  ``ovs-appctl`` is
+used only for what OVSDB does not hold: the PMD threads that exist now.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -51,8 +54,14 @@ def parse_cpu_mask(text: str) -> set[int]:
     try:
         bits = int(value, 16)
     except ValueError:
-        raise OvsError(f"pmd-cpu-mask {text.strip()!r} is not hexadecimal")
+        raise OvsError(f"pmd-cpu-mask {text.strip()!r} is not "
+                       "hexadecimal") from None
     return {i for i in range(bits.bit_length()) if bits >> i & 1}
+
+
+def cpu_mask_of(other_config: dict[str, str]) -> set[int]:
+    """The cores of ``other_config:pmd-cpu-mask``; none when it is unset."""
+    return parse_cpu_mask(other_config.get("pmd-cpu-mask", ""))
 
 
 def parse_pmd_rxq_show(text: str) -> dict[int, int]:
@@ -103,13 +112,69 @@ def pmd_threads_of(pid: int, cores: dict[int, int | None],
     return sorted(found)
 
 
+# Only the tables read here are monitored: the IDL then fetches and keeps
+# just these rows.
+_TABLES = ("Open_vSwitch", "Bridge")
+
+
+class Ovsdb:
+    """The Open_vSwitch database, through ovsdbapp's IDL.
+
+    Each read opens a connection and closes it: callers are short-lived
+    (the hook, ``pmd sync``, nova-compute's start), and a kept connection
+    would be a thread in every one of them.
+    """
+
+    def __init__(self, db: str = DEFAULT_DB, timeout: float = 10.0):
+        self.db = db
+        self.timeout = timeout
+
+    @contextlib.contextmanager
+    def api(self):
+        from ovsdbapp.backend.ovs_idl import connection
+        from ovsdbapp.schema.open_vswitch import impl_idl
+
+        try:
+            idl = connection.OvsdbIdl.from_server(
+                self.db, "Open_vSwitch", helper_tables=_TABLES)
+            conn = connection.Connection(idl=idl, timeout=self.timeout)
+            # ovsdbapp keeps one connection per backend class, for the
+            # whole process: a class of our own per read keeps each
+            # read on its own server and connection.
+            backend = type("NovaRdtOvsdb", (impl_idl.OvsdbIdl,),
+                           {"_ovsdb_connection": None})
+            api = backend(conn)
+        except Exception as e:   # ovsdbapp raises bare Exception too
+            raise OvsError(f"OVSDB at {self.db}: {e}") from e
+        try:
+            yield api
+        except OvsError:
+            raise
+        except Exception as e:
+            raise OvsError(f"OVSDB at {self.db}: {e}") from e
+        finally:
+            conn.stop(timeout=self.timeout)
+
+    def other_config(self) -> dict[str, str]:
+        with self.api() as api:
+            return dict(api.db_get("Open_vSwitch", ".", "other_config")
+                        .execute(check_error=True))
+
+    def bridges(self) -> dict[str, str]:
+        """Bridge name -> datapath_type ("" is the kernel datapath)."""
+        with self.api() as api:
+            return {row.name: row.datapath_type for row in
+                    api.tables["Bridge"].rows.values()}
+
+
 class OvsClient:
-    """Reads OVS state through its own tools, as an operator would."""
+    """OVS's configuration from OVSDB, its runtime state from ovs-appctl."""
 
     def __init__(self, db: str = DEFAULT_DB,
                  vswitchd_pidfile: str = DEFAULT_VSWITCHD_PIDFILE,
                  appctl_target: str | None = None, timeout: float = 10.0):
         self.db = db
+        self.ovsdb = Ovsdb(db, timeout)
         self.pidfile = vswitchd_pidfile
         # By name, ovs-appctl finds the daemon's socket in OVS's rundir.
         self.target = appctl_target or "ovs-vswitchd"
@@ -125,10 +190,6 @@ class OvsClient:
             raise OvsError(f"{' '.join(argv)}: "
                            f"{(res.stderr or res.stdout).strip()}")
         return res.stdout
-
-    def vsctl(self, *args: str) -> str:
-        return self._run(["ovs-vsctl", f"--db={self.db}",
-                          f"--timeout={int(self.timeout)}", *args])
 
     def appctl(self, *args: str) -> str:
         return self._run(["ovs-appctl", "-t", self.target, *args])
@@ -146,10 +207,14 @@ class OvsClient:
                            f"{self.pidfile})")
         return pid
 
+    def other_config(self) -> dict[str, str]:
+        return self.ovsdb.other_config()
+
+    def bridges(self) -> dict[str, str]:
+        return self.ovsdb.bridges()
+
     def pmd_cpu_mask(self) -> set[int]:
-        return parse_cpu_mask(self.vsctl(
-            "--if-exists", "get", "Open_vSwitch", ".",
-            "other_config:pmd-cpu-mask"))
+        return cpu_mask_of(self.other_config())
 
     def pmd_cores(self) -> dict[int, int]:
         return parse_pmd_rxq_show(self.appctl("dpif-netdev/pmd-rxq-show"))

@@ -59,6 +59,16 @@ def test_catalogue_is_broad():
 
 # -- the FUSE sample ---------------------------------------------------------
 
+def _real_threading():
+    try:
+        from eventlet import patcher
+    except ImportError:
+        return threading
+    if patcher.is_monkey_patched("thread"):
+        return patcher.original("threading")
+    return threading
+
+
 class _Mount:
     """One in-process FUSE mount whose model is swapped for each case.
 
@@ -75,7 +85,12 @@ class _Mount:
         self.mountpoint = os.path.join(self.tmp, "resctrl")
         os.mkdir(self.mountpoint)
         self.ops = fusefs.ResctrlFuse(self._new("gold-6252", KERNELS[0]))
-        self.thread = threading.Thread(target=mfusepy.FUSE, kwargs=dict(
+        # A real OS thread and lock even when Nova's tests (imported at
+        # collection) have monkey-patched threading: a green thread
+        # blocked reading /dev/fuse would stop the whole process.
+        real = _real_threading()
+        self.ops._lock = real.Lock()
+        self.thread = real.Thread(target=mfusepy.FUSE, kwargs=dict(
             operations=self.ops, mountpoint=self.mountpoint,
             foreground=True, nothreads=True, fsname="resctrl",
             direct_io=True, attr_timeout=0, entry_timeout=0,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+import pytest
 
 from nova_rdt.host import ovs
 
@@ -85,3 +85,19 @@ def test_client_without_ovs_says_so(tmp_path):
         client.vswitchd_pid()
     (tmp_path / "none.pid").write_text(f"{os.getpid()}\n")
     assert client.vswitchd_pid() == os.getpid()
+
+
+@pytest.mark.parametrize("other_config,cores", [
+    ({}, set()),
+    ({"pmd-cpu-mask": ""}, set()),
+    ({"pmd-cpu-mask": "0x6"}, {1, 2}),
+    ({"pmd-cpu-mask": "6", "dpdk-init": "true"}, {1, 2}),
+    ({"pmd-cpu-mask": "0x8000000000000001"}, {0, 63}),
+])
+def test_cpu_mask_of_other_config(other_config, cores):
+    assert ovs.cpu_mask_of(other_config) == cores
+
+
+def test_cpu_mask_of_a_bad_mask_names_it():
+    with pytest.raises(ovs.OvsError, match="'0xg' is not hexadecimal"):
+        ovs.cpu_mask_of({"pmd-cpu-mask": "0xg"})

@@ -31,14 +31,19 @@ def _get(url):
         return r.status, r.read().decode()
 
 
-def _samples(text):
-    """{(name, frozenset(labels)): value} of an exposition."""
+def _samples(text, hosts=None):
+    """{(name, frozenset(labels)): value} of an exposition; the ``host``
+    label (the same on every series) is left out of the keys and, when
+    ``hosts`` is a set, collected there."""
     out = {}
     for line in text.splitlines():
         if line.startswith("#") or not line:
             continue
         m = re.match(r"^([a-z0-9_]+)(?:\{(.*)\})? (\S+)$", line)
-        labels = frozenset(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        pairs = re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")
+        if hosts is not None:
+            hosts.add(dict(pairs).get("host"))
+        labels = frozenset(p for p in pairs if p[0] != "host")
         out[(m.group(1), labels)] = float(m.group(3))
     return out
 
@@ -180,3 +185,34 @@ def test_unavailable_and_reset_counters_never_break_a_scrape(emulator,
         assert json.loads(layout)["available"] is True
     finally:
         exp.stop()
+
+
+@pytest.mark.parametrize("emulator", ["e5-2658-v3"], indirect=True)
+def test_every_series_carries_novas_host(emulator, tmp_path):
+    """The collector over the emulated ONP layout, labelled with the host
+    Nova's [DEFAULT] host gives."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client import generate_latest
+
+    from nova_rdt.exporter import hostname
+    from nova_rdt.exporter.live import LiveView
+    from nova_rdt.exporter.metrics import RdtCollector
+    from nova_rdt.exporter.sample import Sampler
+    from nova_rdt.resctrl.groups import Resctrl
+
+    onp.write_layout(emulator.mountpoint, str(tmp_path))
+    conf = tmp_path / "nova.conf"
+    conf.write_text("[DEFAULT]\nhost = compute-onp.example.org\n")
+    host = hostname.nova_host([str(conf)])
+    assert host == "compute-onp.example.org"
+    live = LiveView(Sampler(Resctrl(emulator.mountpoint,
+                                    sysfs_cpu=emulator.sysfs_cpu),
+                            str(tmp_path)))
+    registry = CollectorRegistry()
+    registry.register(RdtCollector(live, host))
+    text = generate_latest(registry).decode()
+    hosts = set()
+    s = _samples(text, hosts)
+    assert len(s) > 50
+    assert hosts == {"compute-onp.example.org"}     # every series
+    assert s[("nova_rdt_clos_used", frozenset())] == 4

@@ -17,6 +17,7 @@ from nova_rdt.host import records as records_mod
 from tests.functional.exporter import onp
 from tests.functional.exporter import rabbitmq
 from tests.functional.exporter.proc import ExporterProcess
+from tests.unit import test_exporter_logic as logic
 
 pytestmark = pytest.mark.fuse
 QUEUE = "notifications.info"
@@ -126,6 +127,11 @@ def test_allocation_changes_and_samples_reach_the_broker(
         assert pmd["kind"] == "pmd"
         assert pmd["schemata"]["L3"] == {"0": "ff0", "1": "ff0"}
         assert pmd["previous"]["L3"] == {"0": "ffff0", "1": "ffff0"}
+        # Every notification that reached the broker is its sample's
+        # payload, version and fields (doc/notification_samples/).
+        for m in reader.got:
+            with open(logic._sample_file(m["event_type"])) as f:
+                logic.assert_matches_sample(m, json.load(f))
     finally:
         output = exp.stop()
         reader.close()

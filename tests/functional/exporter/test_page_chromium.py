@@ -7,8 +7,8 @@ import shutil
 import subprocess
 import tempfile
 
-import pytest
 from lxml import html
+import pytest
 
 from tests.functional.exporter import onp
 from tests.functional.exporter.proc import ExporterProcess

@@ -1,0 +1,467 @@
+"""``nova-rdt status upgrade check``: is this host set up for nova-rdt?
+
+In the form of ``nova-status upgrade check`` (oslo.upgradecheck): one row
+per check, each Success, Warning or Failure; a row that is not a success
+ends with a "Fix:" line; the exit status is the worst code (0, 1, 2).
+Nothing is changed and nothing privileged is started: rootwrap is asked
+whether it *would* run the privsep helper, the driver is imported in the
+interpreter that runs nova-compute.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+from nova_rdt.cmd import common
+
+DRIVER = "rdt.LibvirtRDTDriver"
+FILTER = "nova_rdt.scheduler.filter.RDTFilter"
+PASTE_FACTORY = "nova_rdt.api.flavor_check:filter_factory"
+PASTE_COMPOSITE = "composite:openstack_compute_api_v21"
+CONTEXT = "nova_rdt.privsep.sys_admin_pctxt"
+DEFAULT_NOVA_CONF = "/etc/nova/nova.conf"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """A check's answer: 0 success, 1 warning, 2 failure (Code's values)."""
+    code: int
+    details: str
+    fix: str | None = None
+
+    def text(self) -> str:
+        return self.details + (f" Fix: {self.fix}" if self.fix else "")
+
+
+def ok(details: str) -> Outcome:
+    return Outcome(0, details)
+
+
+def warn(details: str, fix: str) -> Outcome:
+    return Outcome(1, details, fix)
+
+
+def fail(details: str, fix: str) -> Outcome:
+    return Outcome(2, details, fix)
+
+
+@dataclasses.dataclass
+class Env:
+    """What the checks look at, read once."""
+    config_files: list[str]
+    rdt: object                    # nova-rdt's [rdt] group
+    exporter: object               # [rdt_exporter]
+    exporter_configured: bool
+    compute_driver: str | None
+    available_filters: list[str]
+    enabled_filters: list[str]
+    api_paste: str
+    rootwrap_config: str
+    python: str
+    hooks_dir: str
+    settings_path: str
+    conf: object = None            # the whole nova-rdt config
+
+
+# -- the checks: each takes the Env, returns an Outcome -------------------
+
+_DRIVER_PROBE = """
+import json, os, sys
+out = {}
+try:
+    import nova.virt
+    out["virt"] = list(nova.virt.__path__)
+    import nova.virt.rdt as shim
+    out["shim"] = shim.__file__
+    from nova_rdt.virt.driver import LibvirtRDTDriver
+    out["same"] = shim.LibvirtRDTDriver is LibvirtRDTDriver
+except Exception as e:
+    out["error"] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+def check_driver(env: Env) -> Outcome:
+    fix = f"nova-rdt install-shim --python {env.python}"
+    try:
+        res = subprocess.run([env.python, "-c", _DRIVER_PROBE],
+                             capture_output=True, text=True, timeout=120)
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
+        return fail(f"cannot run {env.python} ({e}).",
+                    "give --python the interpreter that runs nova-compute")
+    if "error" in out:
+        return fail(f"{env.python} cannot import nova.virt.rdt "
+                    f"({out['error']}).", fix)
+    shim_dir = os.path.dirname(os.path.dirname(out["shim"]))
+    if not out.get("same") or shim_dir not in out["virt"]:
+        return fail(f"nova.virt.rdt at {out['shim']} is not nova-rdt's "
+                    "driver shim.", fix)
+    where = f"{DRIVER} loads from {out['shim']}."
+    if env.compute_driver != DRIVER:
+        return warn(where + f" [DEFAULT] compute_driver is "
+                    f"{env.compute_driver or 'not set'} in "
+                    f"{_files(env)}.",
+                    f"set [DEFAULT] compute_driver = {DRIVER} on RDT "
+                    "computes")
+    return ok(where + " compute_driver uses it.")
+
+
+def check_filters(env: Env) -> Outcome:
+    missing = []
+    if FILTER not in env.available_filters:
+        missing.append("available_filters")
+    if "RDTFilter" not in env.enabled_filters:
+        missing.append("enabled_filters")
+    if not missing:
+        return ok("RDTFilter is in [filter_scheduler] available_filters "
+                  "and enabled_filters.")
+    fix = []
+    if "available_filters" in missing:
+        fix.append(f"add 'available_filters = {FILTER}' beside "
+                   "'available_filters = nova.scheduler.filters."
+                   "all_filters'")
+    if "enabled_filters" in missing:
+        fix.append("append RDTFilter to enabled_filters")
+    return fail(f"RDTFilter is not in [filter_scheduler] "
+                f"{' nor '.join(missing)} of {_files(env)}.",
+                "; ".join(fix) + " (nova-scheduler's nova.conf)")
+
+
+def check_resctrl(env: Env) -> Outcome:
+    from nova_rdt.resctrl import capabilities
+
+    root = env.rdt.resctrl_root
+    fix = (f"mount -t resctrl resctrl {root} (at boot: "
+           "etc/systemd/sys-fs-resctrl.mount), on a CPU with RDT")
+    try:
+        caps = capabilities.discover(root, env.rdt.sysfs_cpu_root)
+    except Exception as e:       # whatever the probe meets: say it
+        if env.rdt.require_resctrl:
+            return fail(f"resctrl is not usable at {root} ({e}); "
+                        "nova-compute will refuse to start "
+                        "(require_resctrl = True).",
+                        fix + "; or [rdt] require_resctrl = False")
+        return warn(f"resctrl is not usable at {root} ({e}); this host "
+                    "offers no RDT (require_resctrl = False).", fix)
+    return ok(f"resctrl at {root}: {describe(caps)}.")
+
+
+def describe(caps) -> str:
+    """One line of what a resctrl mount supports."""
+    parts = []
+    for name, c in sorted(caps.cache.items()):
+        parts.append(f"{name} CAT {c.cbm_len} ways x "
+                     f"{len(c.domains)} cache ids, {c.num_closids} CLOS")
+    if caps.cdp:
+        parts.append("CDP on")
+    for name in sorted(caps.bandwidth):
+        parts.append(f"{name} in {'MBps' if caps.mba_mbps else 'percent'}")
+    for name, m in sorted(caps.monitoring.items()):
+        parts.append(f"{name} {'/'.join(m.features)}")
+    return ", ".join(parts) or "no allocation or monitoring resources"
+
+
+def check_hook(env: Env) -> Outcome:
+    from nova_rdt.host.settings import HookSettings
+
+    shim = os.path.join(env.hooks_dir, "qemu.d", "nova-rdt")
+    fix = ("nova-rdt hook install --config-file <nova.conf>, then restart "
+           "libvirtd once")
+    if not os.access(shim, os.X_OK):
+        return fail(f"no executable hook at {shim}.", fix)
+    try:
+        installed = HookSettings.load(env.settings_path)
+    except Exception as e:
+        return fail(f"the hook's settings {env.settings_path} are not "
+                    f"valid ({e}).", fix)
+    if env.config_files:
+        try:
+            wanted = HookSettings.from_conf(env.conf)
+        except ValueError as e:
+            return fail(f"[rdt] in {_files(env)} is not valid ({e}).",
+                        "correct [rdt], then " + fix)
+        if wanted != installed:
+            return warn(f"the hook at {shim} runs with settings that "
+                        f"differ from [rdt] in {_files(env)}.",
+                        "re-run " + fix.split(",")[0])
+    return ok(f"hook at {shim}, settings {env.settings_path} valid.")
+
+
+def paste_filter_names(parser: configparser.RawConfigParser) -> list[str]:
+    return [s.split(":", 1)[1] for s in parser.sections()
+            if s.startswith("filter:") and
+            parser.get(s, "paste.filter_factory",
+                       fallback="").strip() == PASTE_FACTORY]
+
+
+def check_paste(env: Env) -> Outcome:
+    path = env.api_paste
+    fix = (f"add [filter:rdt_flavor_check] paste.filter_factory = "
+           f"{PASTE_FACTORY} to {path}, and rdt_flavor_check to the "
+           f"keystone pipeline of [{PASTE_COMPOSITE}] after "
+           "keystonecontext; restart nova-api")
+    if not os.path.exists(path):
+        return warn(f"no {path}: not an API node, or [wsgi] "
+                    "api_paste_config names another file.", fix)
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read(path)
+    except configparser.Error as e:
+        return fail(f"{path} is not a valid ini file ({e}).", fix)
+    names = paste_filter_names(parser)
+    if not names:
+        return fail(f"{path} defines no filter with {PASTE_FACTORY}.", fix)
+    pipeline = parser.get(PASTE_COMPOSITE, "keystone", fallback="").split()
+    if not set(names) & set(pipeline):
+        return fail(f"the keystone pipeline of [{PASTE_COMPOSITE}] in "
+                    f"{path} does not use {names[0]}.", fix)
+    return ok(f"{names[0]} is in the keystone pipeline of "
+              f"[{PASTE_COMPOSITE}] in {path}.")
+
+
+def check_rootwrap(env: Env) -> Outcome:
+    """Would ``nova-rootwrap <conf> privsep-helper ...`` run the helper for
+    nova-rdt's context, as nova-compute asks it to?"""
+    path = env.rootwrap_config
+    fix = ("install etc/nova/rootwrap.d/nova-rdt.filters into a "
+           f"filters_path directory of {path}")
+    try:
+        from oslo_rootwrap import wrapper
+    except ImportError:
+        return fail("oslo.rootwrap is not installed here.",
+                    "pip install oslo.rootwrap (Nova depends on it)")
+    parser = configparser.RawConfigParser()
+    if not parser.read(path):
+        return fail(f"no rootwrap config at {path}.",
+                    "install Nova's rootwrap.conf, or set [DEFAULT] "
+                    "rootwrap_config")
+    try:
+        rw = wrapper.RootwrapConfig(parser)
+    except Exception as e:
+        return fail(f"{path} is not a valid rootwrap config ({e}).", fix)
+    conf_file = (env.config_files or [DEFAULT_NOVA_CONF])[0]
+    cmd = ["privsep-helper", "--config-file", conf_file,
+           "--privsep_context", CONTEXT, "--privsep_sock_path",
+           "/tmp/nova-rdt-status/privsep.sock"]
+    filters = wrapper.load_filters(rw.filters_path)
+    try:
+        matched = wrapper.match_filter(filters, cmd,
+                                       exec_dirs=rw.exec_dirs)
+    except wrapper.FilterMatchNotExecutable:
+        return fail(f"privsep-helper is not in exec_dirs of {path} "
+                    f"({', '.join(rw.exec_dirs)}).",
+                    "add the directory of Nova's privsep-helper to "
+                    "exec_dirs")
+    except wrapper.NoFilterMatched:
+        return fail(f"no filter of {path} allows {CONTEXT}.", fix)
+    helper = matched.get_exec(exec_dirs=rw.exec_dirs)
+    importable = _helper_imports(helper)
+    if importable is not None:
+        return fail(f"{helper} cannot import {CONTEXT} ({importable}).",
+                    "install nova-rdt where Nova's privsep-helper runs")
+    if not matched.name.startswith("privsep-rootwrap-nova_rdt"):
+        return warn(f"only oslo.rootwrap's catch-all for privsep-helper "
+                    f"would start {CONTEXT} (filter {matched.name}); "
+                    "nova-rdt's filter is not installed.", fix)
+    return ok(f"{path}: filter {matched.name} starts {helper} for "
+              f"{CONTEXT}.")
+
+
+def _helper_imports(helper: str) -> str | None:
+    """Why the helper's interpreter cannot import the context, or None."""
+    try:
+        with open(helper, "rb") as f:
+            first = f.readline().decode(errors="replace")
+    except OSError as e:
+        return str(e)
+    python = first[2:].strip().split()[0] if first.startswith("#!") \
+        else sys.executable
+    if os.path.basename(python) == "env":
+        python = first[2:].split()[1]
+    module, _, attr = CONTEXT.rpartition(".")
+    try:
+        res = subprocess.run([python, "-c", f"import {module} as m; "
+                              f"m.{attr}"], capture_output=True, text=True,
+                             timeout=120)
+    except OSError as e:
+        return f"{python}: {e.strerror}"
+    if res.returncode:
+        return (res.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+def check_exporter(env: Env) -> Outcome:
+    if not env.exporter_configured:
+        return ok("no [rdt_exporter] section: the exporter is not "
+                  "configured here (nothing to check).")
+    e = env.exporter
+    host = e.listen_address
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    url = f"http://{host}:{e.port}/metrics"
+    fix = ("start it: systemctl start nova-rdt-exporter "
+           "(etc/systemd/nova-rdt-exporter.service), or nova-rdt exporter "
+           f"--config-file {(env.config_files or ['<nova.conf>'])[0]}")
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            body = resp.read(1 << 20).decode(errors="replace")
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        return fail(f"the exporter does not answer at {url} ({reason}).",
+                    fix)
+    if "nova_rdt_" not in body:
+        return fail(f"{url} answers, but not with nova-rdt's metrics.",
+                    f"is another service on port {e.port}? " + fix)
+    return ok(f"the exporter answers at {url}.")
+
+
+def _files(env: Env) -> str:
+    return ", ".join(env.config_files) or "(no config file)"
+
+
+CHECKS = (
+    ("nova-rdt driver loadable", check_driver),
+    ("RDTFilter enabled", check_filters),
+    ("resctrl mounted", check_resctrl),
+    ("libvirt hook", check_hook),
+    ("API paste filter", check_paste),
+    ("privsep through rootwrap", check_rootwrap),
+    ("exporter", check_exporter),
+)
+
+
+# -- reading the configuration ---------------------------------------------
+
+def _nova_options(config_files: list[str]):
+    """The few Nova options the checks read, from the same files."""
+    from oslo_config import cfg
+
+    conf = cfg.ConfigOpts()
+    conf.register_opts([cfg.StrOpt("compute_driver"),
+                        cfg.StrOpt("rootwrap_config",
+                                   default="/etc/nova/rootwrap.conf")])
+    conf.register_opts([cfg.MultiStrOpt(
+        "available_filters",
+        default=["nova.scheduler.filters.all_filters"]),
+        cfg.ListOpt("enabled_filters", default=[])],
+        group="filter_scheduler")
+    conf.register_opt(cfg.StrOpt("api_paste_config",
+                                 default="api-paste.ini"), group="wsgi")
+    try:
+        conf([], project="nova", default_config_files=config_files)
+    except cfg.Error as e:
+        raise common.CliError(str(e)) from None
+    return conf
+
+
+def _has_section(paths: list[str], section: str) -> bool:
+    for path in paths:
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            return True
+    return False
+
+
+def read_env(args) -> Env:
+    files = list(args.config_file or ())
+    if not files and os.path.isfile(DEFAULT_NOVA_CONF):
+        files = [DEFAULT_NOVA_CONF]
+    conf = common.load_conf(files) if files else common.load_conf([])
+    nova = _nova_options(files)
+    paste = args.api_paste or nova.wsgi.api_paste_config
+    if not os.path.isabs(paste):
+        # Nova finds a relative api_paste_config beside its config files.
+        base = os.path.dirname(files[0]) if files else "/etc/nova"
+        paste = os.path.join(base, paste)
+    env = Env(
+        config_files=files, rdt=conf.rdt, exporter=conf.rdt_exporter,
+        exporter_configured=bool(args.exporter) or
+        _has_section(files, "rdt_exporter"),
+        compute_driver=nova.compute_driver,
+        available_filters=list(nova.filter_scheduler.available_filters),
+        enabled_filters=list(nova.filter_scheduler.enabled_filters),
+        api_paste=paste,
+        rootwrap_config=args.rootwrap_config or nova.rootwrap_config,
+        python=args.python, hooks_dir=args.hooks_dir,
+        settings_path=args.settings_path, conf=conf)
+    return env
+
+
+# -- the command ------------------------------------------------------------
+
+def register(sub) -> None:
+    from nova_rdt.cmd.hook import DEFAULT_HOOKS_DIR
+    from nova_rdt.cmd.hook import DEFAULT_SETTINGS
+
+    status = sub.add_parser(
+        "status", help="checks of this host's nova-rdt set-up, in the form "
+                       "of nova-status")
+    status_sub = status.add_subparsers(dest="status_cmd", required=True)
+    upgrade = status_sub.add_parser(
+        "upgrade", help="nova-rdt status upgrade check")
+    upgrade.add_argument("check", choices=["check"])
+    upgrade.add_argument(
+        "--config-file", action="append",
+        help=f"nova.conf (repeatable; default: {DEFAULT_NOVA_CONF} if it "
+             "exists)")
+    upgrade.add_argument("--json", action="store_true",
+                         help="the results as JSON")
+    upgrade.add_argument(
+        "--python", default=sys.executable,
+        help="the interpreter that runs nova-compute (default: this one)")
+    upgrade.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
+    upgrade.add_argument("--settings-path", default=DEFAULT_SETTINGS)
+    upgrade.add_argument("--api-paste",
+                         help="api-paste.ini (default: [wsgi] "
+                              "api_paste_config)")
+    upgrade.add_argument("--rootwrap-config",
+                         help="rootwrap.conf (default: [DEFAULT] "
+                              "rootwrap_config)")
+    upgrade.add_argument("--exporter", action="store_true",
+                         help="check the exporter even without an "
+                              "[rdt_exporter] section")
+    upgrade.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from oslo_upgradecheck import upgradecheck
+
+    env = read_env(args)
+
+    def wrap(fn):
+        def check(_self):
+            out = fn(env)
+            return upgradecheck.Result(upgradecheck.Code(out.code),
+                                       out.text())
+        return check
+
+    class Checks(upgradecheck.UpgradeCommands):
+        display_title = "nova-rdt upgrade check results"
+        _upgrade_checks = tuple((name, wrap(fn)) for name, fn in CHECKS)
+
+    # oslo.upgradecheck prints JSON when its CONF says so.
+    saved = upgradecheck.CONF
+    upgradecheck.CONF = _JsonFlag(args.json)
+    try:
+        return int(Checks().check())
+    finally:
+        upgradecheck.CONF = saved
+
+
+class _JsonFlag:
+    def __init__(self, json_: bool):
+        self.command = type("command", (), {"json": json_})()

@@ -1,0 +1,163 @@
+"""``nova-rdt status upgrade check``: with nothing configured, and on a host
+set up as the devstack plugin sets one up (emulated resctrl, the hook, the
+paste filter, the rootwrap filter, a running exporter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+NAMES = ["nova-rdt driver loadable", "RDTFilter enabled", "resctrl mounted",
+         "libvirt hook", "API paste filter", "privsep through rootwrap",
+         "exporter"]
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "nova_rdt.cmd.main",
+                           *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+def _check(*args):
+    res = _cli("status", "upgrade", "check", "--json", *args)
+    assert res.returncode in (0, 1, 2), res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert [c["check"] for c in out["checks"]] == NAMES
+    # The exit status is the worst result, as nova-status's.
+    assert res.returncode == max(c["result"] for c in out["checks"])
+    return {c["check"]: (c["result"], c["details"]) for c in out["checks"]}
+
+
+def test_nothing_configured(tmp_path):
+    conf = tmp_path / "nova.conf"
+    conf.write_text("[DEFAULT]\n")
+    got = _check("--config-file", str(conf), "--hooks-dir",
+                 str(tmp_path / "hooks"), "--settings-path",
+                 str(tmp_path / "hook.json"), "--rootwrap-config",
+                 str(tmp_path / "rootwrap.conf"))
+    assert got["RDTFilter enabled"][0] == 2
+    assert got["libvirt hook"][0] == 2
+    assert got["privsep through rootwrap"][0] == 2
+    assert got["API paste filter"][0] == 1          # not an API node
+    assert got["exporter"][0] == 0                   # not configured
+    for name, (code, details) in got.items():
+        # Every row that is not a success says how to fix it.
+        assert (code == 0) != ("Fix: " in details), (name, details)
+
+
+def test_bad_input_is_one_line():
+    res = _cli("status", "upgrade", "check", "--config-file", "/nonexist")
+    assert res.returncode == 2
+    assert res.stderr.strip() == \
+        "nova-rdt: --config-file /nonexist: no such file"
+    res = _cli("status", "upgrade", "chek")
+    assert res.returncode == 2 and "invalid choice: 'chek'" in res.stderr
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def configured(emulator, tmp_path):
+    """A host as the devstack plugin leaves it, on the emulator."""
+    if os.geteuid() != 0:
+        pytest.skip("the rootwrap filter wants a config file under /etc: "
+                    "needs root")
+    paste = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
+    if not os.path.exists(paste):
+        pytest.skip(f"no Nova api-paste.ini at {paste}")
+    etc = tempfile.mkdtemp(prefix="nova-rdt-test-", dir="/etc")
+    port = _free_port()
+    exporter = None
+    try:
+        conf = os.path.join(etc, "nova.conf")
+        with open(conf, "w") as f:
+            f.write(
+                "[DEFAULT]\ncompute_driver = rdt.LibvirtRDTDriver\n"
+                f"rootwrap_config = {etc}/rootwrap.conf\n"
+                "[wsgi]\napi_paste_config = api-paste.ini\n"
+                "[filter_scheduler]\n"
+                "available_filters = nova.scheduler.filters.all_filters\n"
+                "available_filters = nova_rdt.scheduler.filter.RDTFilter\n"
+                "enabled_filters = ComputeFilter,RDTFilter\n"
+                f"[rdt]\nresctrl_root = {emulator.mountpoint}\n"
+                f"sysfs_cpu_root = {emulator.env()['NOVA_RDT_SYSFS_CPU']}\n"
+                f"state_path = {tmp_path}/state\n"
+                f"[rdt_exporter]\nport = {port}\n")
+        os.makedirs(os.path.join(etc, "rootwrap.d"))
+        shutil.copy(os.path.join(REPO, "etc", "nova", "rootwrap.d",
+                                 "nova-rdt.filters"),
+                    os.path.join(etc, "rootwrap.d"))
+        with open(os.path.join(etc, "rootwrap.conf"), "w") as f:
+            f.write(f"[DEFAULT]\nfilters_path={etc}/rootwrap.d\n"
+                    f"exec_dirs={BIN}\n")
+        # Nova's api-paste.ini, then the plugin's post-config on it.
+        shutil.copy(paste, os.path.join(etc, "api-paste.ini"))
+        script = ("set -o errexit\nsource tests/devstack/functions.sh\n"
+                  "source devstack/settings\nsource devstack/plugin.sh\n"
+                  "configure_nova_rdt_paste\n")
+        res = subprocess.run(
+            ["bash", "-c", script], cwd=REPO, capture_output=True,
+            text=True, env={**os.environ, "NOVA_API_PASTE_INI":
+                            os.path.join(etc, "api-paste.ini"),
+                            "DEST": str(tmp_path), "ENABLED_SERVICES": "",
+                            "FAKE_LOG": str(tmp_path / "log")})
+        assert res.returncode == 0, res.stderr
+        hooks, settings = str(tmp_path / "hooks"), str(tmp_path / "h.json")
+        res = _cli("hook", "install", "--config-file", conf, "--hooks-dir",
+                   hooks, "--settings-path", settings)
+        assert res.returncode == 0, res.stderr
+        exporter = subprocess.Popen(
+            [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
+             "--config-file", conf, "--notify-interval", "0"], cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                assert exporter.poll() is None, exporter.stderr.read()
+                time.sleep(0.2)
+        yield {"conf": conf, "hooks": hooks, "settings": settings,
+               "etc": etc}
+    finally:
+        if exporter is not None:
+            exporter.terminate()
+            exporter.wait(30)
+        shutil.rmtree(etc, ignore_errors=True)
+
+
+def test_a_configured_host_passes(configured):
+    args = ["--config-file", configured["conf"], "--hooks-dir",
+            configured["hooks"], "--settings-path", configured["settings"]]
+    got = _check(*args)
+    assert {n: c for n, (c, _d) in got.items()} == dict.fromkeys(NAMES, 0), \
+        got
+    assert "L3 CAT" in got["resctrl mounted"][1]
+    assert "privsep-rootwrap-nova_rdt" in got["privsep through rootwrap"][1]
+
+    # Each part undone is named, with its fix.
+    os.unlink(os.path.join(configured["etc"], "rootwrap.d",
+                           "nova-rdt.filters"))
+    with open(configured["conf"], "a") as f:
+        f.write("[rdt]\nreserved_host_ways = 3\n")
+    got = _check(*args)
+    code, details = got["privsep through rootwrap"]
+    assert code == 1 and "catch-all" in details and "Fix: install" in details
+    code, details = got["libvirt hook"]
+    assert code == 1 and "differ from [rdt]" in details
