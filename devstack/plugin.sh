@@ -188,6 +188,16 @@ function stop_nova_rdt_exporter {
     stop_process nova-rdt-exporter
 }
 
+# The runtime controller (enable_service nova-rdt-controller): SIGTERM
+# at stop_process puts every class back to its static values.
+function start_nova_rdt_controller {
+    run_process nova-rdt-controller "$(_nova_rdt_bin) controller --config-file ${NOVA_CPU_CONF:-$NOVA_CONF} --policy $NOVA_RDT_CONTROLLER_POLICY"
+}
+
+function stop_nova_rdt_controller {
+    stop_process nova-rdt-controller
+}
+
 function install_nova_rdt_hook {
     local bin
     bin=$(_nova_rdt_bin)
@@ -278,6 +288,7 @@ if is_service_enabled nova-rdt; then
                 extra)
                     install_nova_rdt_hook
                     start_nova_rdt_exporter
+                    start_nova_rdt_controller
                     ;;
                 test-config)
                     if is_service_enabled tempest; then
@@ -287,6 +298,7 @@ if is_service_enabled nova-rdt; then
             esac
             ;;
         unstack)
+            stop_nova_rdt_controller
             stop_nova_rdt_exporter
             uninstall_nova_rdt_hook
             ;;

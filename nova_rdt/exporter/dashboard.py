@@ -110,7 +110,7 @@ def build() -> dict:
                            f"{RATE})", "errors", "B", instant=True),
                    _target(f"nova_rdt_rdt_available{{{HOST}}}",
                            "available", "C", instant=True)]),
-    ]
+    ] + controller_panels(y=39)
     return {
         "title": "nova-rdt: Intel RDT per host and instance",
         "uid": "nova-rdt", "schemaVersion": 39, "version": 1,
@@ -134,9 +134,55 @@ def build() -> dict:
     }
 
 
+# Served by ``nova-rdt controller`` (nova_rdt.controller.metrics), not by
+# the exporter; empty where no controller runs.
+CONTROLLER_PREFIX = "nova_rdt_controller_"
+
+
+def controller_panels(y: int) -> list[dict]:
+    """The runtime controller's row: MB and ways of each best-effort
+    class against its static values, decisions by reason, and the
+    bandwidth and SLO it acts on."""
+    c = CONTROLLER_PREFIX
+    return [
+        {"id": 9, "type": "row", "title": "Runtime controller "
+         "(nova-rdt controller)", "collapsed": False, "panels": [],
+         "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}},
+        _panel(10, "Best-effort class MB (static dashed)", "timeseries",
+               (0, y + 1, 12, 8), [
+                   _target(f"{c}class_mb{{{HOST}}}", "{{class}}"),
+                   _target(f"{c}class_static_mb{{{HOST}}}",
+                           "{{class}} static", "B")],
+               description="MB the controller set for each class, and "
+                           "the flavor/[rdt] classes value it returns to."),
+        _panel(11, "Best-effort class L3 ways (static dashed)",
+               "timeseries", (12, y + 1, 12, 8), [
+                   _target(f"{c}class_l3_ways{{{HOST}}}", "{{class}}"),
+                   _target(f"{c}class_static_l3_ways{{{HOST}}}",
+                           "{{class}} static", "B")]),
+        _panel(12, "Decisions per minute by reason", "timeseries",
+               (0, y + 9, 12, 8), [
+                   _target(f"sum by (reason, outcome) (rate({c}decisions_"
+                           f"total{{{HOST}}}{RATE})) * 60",
+                           "{{reason}} {{outcome}}")]),
+        _panel(13, "Bandwidth: best-effort classes and protected "
+                   "instances", "timeseries", (12, y + 9, 12, 8), [
+                   _target(f"{c}class_bandwidth_bytes{{{HOST}}}",
+                           "{{class}}"),
+                   _target(f"{c}protected_bandwidth_bytes{{{HOST}}}",
+                           "{{instance}} (protected)", "B")],
+               unit="Bps"),
+        _panel(14, "SLO signal against its target", "timeseries",
+               (0, y + 17, 24, 7), [
+                   _target(f"{c}slo_value{{{HOST}}}", "{{instance}}"),
+                   _target(f"{c}slo_target{{{HOST}}}",
+                           "{{instance}} target", "B")]),
+    ]
+
+
 def queries(doc: dict) -> list[str]:
     """Every PromQL expression in the dashboard, variables included."""
-    out = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    out = [t["expr"] for p in doc["panels"] for t in p.get("targets", ())]
     out += [v["query"]["query"] for v in doc["templating"]["list"]
             if isinstance(v.get("query"), dict)]
     return out

@@ -63,7 +63,8 @@ def env(tmp_path):
         "NOVA_RDT_CPUINFO": str(tmp_path / "cpuinfo"),
         "NOVA_RDT_FILESYSTEMS": str(tmp_path / "filesystems"),
         "NOVA_RDT_CLASSES": "low_priority:l3_ways=1,mb=10;bulk:l3_ways=2",
-        "ENABLED_SERVICES": "n-api,n-sch,n-cpu,tempest,nova-rdt-exporter",
+        "ENABLED_SERVICES": "n-api,n-sch,n-cpu,tempest,nova-rdt-exporter,"
+                            "nova-rdt-controller",
         "FAKE_LOG": str(tmp_path / "calls.log"),
         "HOME": str(tmp_path),
     }
@@ -156,6 +157,8 @@ def test_stack_twice_then_unstack_and_clean(env):
                      f"{env['NOVA_RDT_RESCTRL_ROOT']}") == 1
     assert any(line.startswith("run_process nova-rdt-exporter ")
                and " exporter --config-file " in line for line in log)
+    assert any(line.startswith("run_process nova-rdt-controller ")
+               and " controller --config-file " in line for line in log)
 
     before = _digest(_files(env))
     _stack(env)
@@ -177,6 +180,8 @@ def test_stack_twice_then_unstack_and_clean(env):
     assert not os.path.exists(hook)
     assert not os.path.exists(env["NOVA_RDT_HOOK_SETTINGS"])
     assert "stop_process nova-rdt-exporter" in open(env["FAKE_LOG"]).read()
+    assert "stop_process nova-rdt-controller" in open(
+        env["FAKE_LOG"]).read()
     _phase(env, "unstack")          # idempotent
     _phase(env, "clean")
     # Nothing of nova-rdt's is left: both files are as they were.
@@ -204,6 +209,7 @@ def test_no_rdt_cpu_no_mount_and_no_exporter_unless_enabled(env):
     log = open(env["FAKE_LOG"]).read()
     assert "sudo mount" not in log
     assert "nova-rdt-exporter" not in log
+    assert "nova-rdt-controller" not in log
 
 
 def test_a_custom_pipeline_without_keystonecontext(env):

@@ -177,6 +177,8 @@ def test_every_dashboard_query_runs_and_finds_data(stack):
                 lambda r: bool(r))
     empty = []
     for expr in exprs:
+        if dashboard.CONTROLLER_PREFIX in expr:
+            continue        # served by nova-rdt controller, not running here
         for k, v in values.items():
             expr = expr.replace(k, v)
         m = re.fullmatch(r"label_values\((.*), (\w+)\)", expr)
