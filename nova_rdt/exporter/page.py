@@ -116,7 +116,8 @@ function render(d){
     return;
   }
   meta.textContent = "CLOS " + d.clos.used + " of " + d.clos.total +
-    " used \\u00b7 updated " + new Date(d.taken_at * 1000).toLocaleTimeString();
+    " used \\u00b7 updated " +
+    new Date(d.taken_at * 1000).toLocaleTimeString();
   const seen = new Map();
   for (const c of d.caches){
     const box = el("div", {class: "cache", "data-cache":

@@ -96,7 +96,7 @@ def test_onp_layout_metrics(emulator, tmp_path):
               and ("cache_id", "0") in lab}
     assert owners == {onp.PMD[0], onp.VM1[0]}
     assert s[("nova_rdt_feature_available",
-              frozenset({("feature", "mbm_total")}))] == 0   # Haswell: CMT only
+              frozenset({("feature", "mbm_total")}))] == 0   # Haswell: CMT
     assert s[("nova_rdt_feature_available",
               frozenset({("feature", "cmt")}))] == 1
 

@@ -55,7 +55,8 @@ class _Reader:
             if "NOT_FOUND" not in str(e) and "404" not in str(e):
                 raise
             self.conn.close()
-            self.conn = kombu.Connection(self.conn.as_uri(include_password=True))
+            self.conn = kombu.Connection(
+                self.conn.as_uri(include_password=True))
 
     def wait_for(self, check, timeout=30.0):
         deadline = time.monotonic() + timeout
