@@ -41,9 +41,13 @@ def pair(tmp_path_factory):
     res = subprocess.run([os.path.join(TOP, "tools", "build-native.sh"),
                           str(bindir)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+    built = os.stat(os.path.join(bindir, "nova-rdt-pktgen")).st_mtime_ns
     again = subprocess.run([os.path.join(TOP, "tools", "build-native.sh"),
                             str(bindir)], capture_output=True, text=True)
-    assert "up to date" in again.stdout      # idempotent
+    # Idempotent and quiet: nothing rebuilt, nothing said.
+    assert again.returncode == 0 and again.stdout == ""
+    assert os.stat(os.path.join(bindir, "nova-rdt-pktgen")).st_mtime_ns \
+        == built
     ns = f"nrt-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:

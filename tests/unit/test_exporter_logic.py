@@ -96,8 +96,12 @@ FINGERPRINTS = {
 def test_payload_versions_follow_their_fields():
     from oslo_versionedobjects import fixture
 
-    checker = fixture.ObjectVersionChecker(
-        payloads.RdtObjectRegistry.obj_classes())
+    # oslo's registries share one class-level table: once Nova's objects
+    # are registered (any Nova test in the same run), they are in it too.
+    ours = {name: classes for name, classes in
+            payloads.RdtObjectRegistry.obj_classes().items()
+            if all(c.__module__.startswith("nova_rdt.") for c in classes)}
+    checker = fixture.ObjectVersionChecker(ours)
     expected, actual = checker.test_hashes(FINGERPRINTS)
     assert expected == actual, (
         "a notification payload changed: bump its VERSION, note it in "

@@ -51,8 +51,11 @@ class TestParsesPerHostUpdate(RdtNovaTestBase):
             self.start_rdt_compute(name)
         self.start_plain("plain1")
         log = _ParseLog()
-        with mock.patch.object(rdt_filter, "host_summary",
-                               log.host_summary), \
+        # The cache is per process: start it empty, as a new scheduler
+        # does (earlier tests published equal content for these hosts).
+        with mock.patch.dict(rdt_filter._SUMMARIES, clear=True), \
+                mock.patch.object(rdt_filter, "host_summary",
+                                  log.host_summary), \
                 mock.patch.object(planner.HostSummary, "parse",
                                   classmethod(log.parse)):
             flavor = self.flavor(**{"rdt:l3_cache_ways": "1"})
