@@ -53,6 +53,28 @@ def rdt_stats(rng: random.Random) -> dict[str, str]:
     return {"uptime": "1", **s.to_stats()}
 
 
+def fill_host(hs, rng: random.Random) -> None:
+    """The compute-side fields every benchmark host has: two NUMA cells
+    of 8 pCPUs, some pinned, and Nova's allocation defaults."""
+    hs.numa_topology = objects.NUMATopology(cells=[
+        objects.NUMACell(
+            id=c, cpuset=set(), pcpuset=set(range(c * 8, c * 8 + 8)),
+            memory=16384, memory_usage=0, cpu_usage=0,
+            pinned_cpus=set(rng.sample(range(c * 8, c * 8 + 8),
+                                       rng.randrange(0, 6))),
+            siblings=[{x} for x in range(c * 8, c * 8 + 8)],
+            mempages=[objects.NUMAPagesTopology(
+                size_kb=4, total=4194304, used=0)],
+            network_metadata=objects.NetworkMetadata(
+                physnets=set(), tunneled=False))
+        for c in (0, 1)])
+    hs.cpu_allocation_ratio = 1.0
+    hs.ram_allocation_ratio = 1.0
+    hs.allocation_candidates = [{"mappings": {}}]
+    hs.limits = {}
+    hs.pci_stats = None
+
+
 def host_states(n: int, seed: int = 7) -> list:
     rng = random.Random(seed)
     hosts = []
@@ -64,23 +86,7 @@ def host_states(n: int, seed: int = 7) -> list:
                                 metadata={"rdt": "true" if i % 3 else
                                           "false", "ssd": "true"})
         hs.aggregates = [agg]
-        hs.numa_topology = objects.NUMATopology(cells=[
-            objects.NUMACell(
-                id=c, cpuset=set(), pcpuset=set(range(c * 8, c * 8 + 8)),
-                memory=16384, memory_usage=0, cpu_usage=0,
-                pinned_cpus=set(rng.sample(range(c * 8, c * 8 + 8),
-                                           rng.randrange(0, 6))),
-                siblings=[set([x]) for x in range(c * 8, c * 8 + 8)],
-                mempages=[objects.NUMAPagesTopology(
-                    size_kb=4, total=4194304, used=0)],
-                network_metadata=objects.NetworkMetadata(
-                    physnets=set(), tunneled=False))
-            for c in (0, 1)])
-        hs.cpu_allocation_ratio = 1.0
-        hs.ram_allocation_ratio = 1.0
-        hs.allocation_candidates = [{"mappings": {}}]
-        hs.limits = {}
-        hs.pci_stats = None
+        fill_host(hs, rng)
         hosts.append(hs)
     return hosts
 

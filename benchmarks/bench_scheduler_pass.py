@@ -55,6 +55,7 @@ import nova.conf  # noqa: E402
 from nova.scheduler import filters as sched_filters  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 
+from benchmarks import bench_filter  # noqa: E402
 from nova_rdt.allocation import hoststate  # noqa: E402
 from nova_rdt.allocation import planner  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
@@ -120,23 +121,7 @@ class Hosts:
                 metadata={"rdt": "true" if i % 3 else "false",
                           "ssd": "true"})
             hs.aggregates = [agg]
-            hs.numa_topology = objects.NUMATopology(cells=[
-                objects.NUMACell(
-                    id=c, cpuset=set(), pcpuset=set(range(c * 8, c * 8 + 8)),
-                    memory=16384, memory_usage=0, cpu_usage=0,
-                    pinned_cpus=set(rng.sample(range(c * 8, c * 8 + 8),
-                                               rng.randrange(0, 6))),
-                    siblings=[{x} for x in range(c * 8, c * 8 + 8)],
-                    mempages=[objects.NUMAPagesTopology(
-                        size_kb=4, total=4194304, used=0)],
-                    network_metadata=objects.NetworkMetadata(
-                        physnets=set(), tunneled=False))
-                for c in (0, 1)])
-            hs.cpu_allocation_ratio = 1.0
-            hs.ram_allocation_ratio = 1.0
-            hs.allocation_candidates = [{"mappings": {}}]
-            hs.limits = {}
-            hs.pci_stats = None
+            bench_filter.fill_host(hs, rng)
             self.hosts.append(hs)
 
     @staticmethod
