@@ -90,11 +90,16 @@ SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 FINGERPRINTS = {
     "RdtAllocationPayload": "1.0-aa4816f6d48da54618794c538ab9856d",
     "RdtInstanceSamplePayload": "1.0-92c9c4df60fe97200f12f4a78fe7c3b0",
+    # nova_rdt.controller.notify: rdt.controller.decision.
+    "RdtControllerDecisionPayload": "1.0-232e795c95d9d1407b2804ede23a331d",
 }
 
 
 def test_payload_versions_follow_their_fields():
     from oslo_versionedobjects import fixture
+
+    # Every nova-rdt payload registered, whatever ran before.
+    from nova_rdt.controller import notify  # noqa: F401
 
     # oslo's registries share one class-level table: once Nova's objects
     # are registered (any Nova test in the same run), they are in it too.
