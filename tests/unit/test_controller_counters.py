@@ -44,7 +44,12 @@ def test_busy_group_reads_high_idle_group_low(procs):
     for name, p in (("busy", busy), ("idle", idle)):
         k.mkdir(name)
         k.write(f"{name}/tasks", f"{p.pid}\n".encode(), caller=me)
-    read(k, "busy")                   # first sight: a baseline only
+    # First sight is a baseline only, and ticks closer than TICK_MIN
+    # are skipped: see both tasks once, a tick apart, before measuring.
+    read(k, "busy"), read(k, "idle")
+    time.sleep(0.05)
+    read(k, "busy"), read(k, "idle")
+    time.sleep(0.05)
     b0, i0 = read(k, "busy"), read(k, "idle")
     t0 = time.monotonic()
     cpu0 = counters.cpu_seconds("/proc", busy.pid)[1]
