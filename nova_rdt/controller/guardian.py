@@ -13,6 +13,7 @@ import argparse
 import logging
 import signal
 import sys
+import time
 
 from nova_rdt.controller import state as state_mod
 from nova_rdt.resctrl.groups import Resctrl
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while sys.stdin.buffer.read(4096):
         pass
+    _wait_for_owner_exit(args.state_file)
     fs = Resctrl(args.resctrl_root, prefix=args.prefix,
                  sysfs_cpu=args.sysfs_cpu_root)
     try:
@@ -42,6 +44,21 @@ def main(argv=None) -> int:
     if done:
         logging.info("controller gone; restored %s", ", ".join(done))
     return 0
+
+
+def _wait_for_owner_exit(path: str, limit_s: float = 10.0) -> None:
+    """EOF comes when the kernel closes the dying controller's files,
+    which is before it stops being listed as running; restoring at once
+    would see it "alive" and leave its classes as they are."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            state = state_mod.load(path)
+        except (state_mod.StateError, OSError, ValueError):
+            return          # restore() reports it
+        if state is None or not state.owner_alive():
+            return
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

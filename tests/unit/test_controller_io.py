@@ -349,6 +349,37 @@ def test_guardian_restores_when_its_parent_dies(tmp_path, host):
         pass
 
 
+def test_guardian_waits_for_a_dying_owner_then_restores(tmp_path, host):
+    """EOF reaches the guardian before its dying parent stops being
+    listed as running: it must wait for that, not give up."""
+    from nova_rdt.host import procinfo
+
+    fs = host
+    path = tmp_path / "controller.json"
+    owner = subprocess.Popen(["sleep", "1"])
+    st_ = state_mod.State(owner.pid, procinfo.proc_start_time(owner.pid),
+                          True, {"nova-rdt-class-lp": state_mod.ClassRecord(
+                              {"MB": {0: 100, 1: 100}},
+                              {"MB": {0: 100, 1: 100}})})
+    state_mod.save(str(path), st_)
+    g = fs.group("nova-rdt-class-lp")
+    fs.write_schemata(g, Schemata({"MB": {0: 10, 1: 10}}))
+    guardian = subprocess.Popen(
+        [sys.executable, "-m", "nova_rdt.controller.guardian",
+         "--state-file", str(path), "--resctrl-root", fs.root,
+         "--sysfs-cpu-root", "/nonexistent", "--prefix", "nova-rdt-"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = guardian.communicate(timeout=30)
+    finally:
+        owner.wait()
+    assert guardian.returncode == 0, out
+    assert "restored nova-rdt-class-lp" in out, out
+    assert "MB:0=100;1=100" in open(os.path.join(
+        fs.root, "nova-rdt-class-lp", "schemata")).read()
+
+
 def test_decision_notification_is_versioned_and_sent():
     from oslo_config import cfg
     from oslo_messaging.notify import _impl_test
