@@ -5,6 +5,7 @@ eventlet's patching, then Nova's test framework, then the stages."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -19,11 +20,24 @@ LOG = logging.getLogger(__name__)
 DESCRIPTION = ("the seed scenarios end to end on this machine: Host lab, "
                "Nova, libvirt, OVS-DPDK, exporter, RFC 2544")
 
+# Experiments rather than layouts: each has its own runner, at
+# nova_rdt.lab.<name>.runner, with run() taking the options below.
+EXPERIMENTS = {
+    "isolation": "a forwarding VM beside a noisy neighbour, RFC 2544 "
+                 "under four conditions",
+    "faults": "every failpoint and fault, then recovery",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="nova-rdt lab", description=DESCRIPTION)
-    ap.add_argument("--scenario", choices=sorted(scen_mod.SCENARIOS),
-                    default="onp")
+    ap.add_argument("--scenario",
+                    choices=sorted(scen_mod.SCENARIOS) + sorted(EXPERIMENTS),
+                    default="onp",
+                    help="a seed layout (default: %(default)s), or an "
+                         "experiment: " + "; ".join(
+                             f"{k}: {v}" for k, v in
+                             sorted(EXPERIMENTS.items())))
     ap.add_argument("--profile", help="emulated host profile (default: the "
                                       "scenario's)")
     ap.add_argument("--out", default="nova-rdt-lab-report",
@@ -79,7 +93,11 @@ def main(argv=None) -> int:
         # Imported only now: it imports Nova's test framework, which needs
         # the patching above and sets up oslo.log on stdout (taken back by
         # claim()).
-        from nova_rdt.lab.demo import runner
+        if args.scenario in EXPERIMENTS:
+            runner = importlib.import_module(
+                f"nova_rdt.lab.{args.scenario}.runner")
+        else:
+            from nova_rdt.lab.demo import runner
         logs.claim()
         try:
             summary = runner.run(
