@@ -82,6 +82,25 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
                         "'nova-rdt hook install') instead of --config-file")
 
 
+def add_service_args(p: argparse.ArgumentParser, sections: str,
+                     state_path_use: str) -> None:
+    """The flags a long-running service shares: where its configuration
+    is, and the paths that override it (unset: the configuration's)."""
+    p.add_argument("--config-file", action="append",
+                   help=f"nova-rdt.conf with {sections}; repeatable")
+    p.add_argument("--resctrl-root",
+                   default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
+                   help="resctrl mount point (default: [rdt] "
+                        "resctrl_root)")
+    p.add_argument("--sysfs-cpu-root",
+                   default=os.environ.get("NOVA_RDT_SYSFS_CPU"),
+                   help="where cpu*/cache/index*/ are read (default: [rdt] "
+                        "sysfs_cpu_root)")
+    p.add_argument("--state-path",
+                   help=f"the hook's records{state_path_use} (default: "
+                        f"[rdt] state_path)")
+
+
 # -- configuration -------------------------------------------------------
 
 def load_conf(config_files: list[str] | None, log_file: bool = False):

@@ -17,17 +17,7 @@ def register(sub) -> None:
                            "raises the MB and ways of best-effort classes "
                            "as protected instances need; restores them on "
                            "stop")
-    p.add_argument("--config-file", action="append",
-                   help="nova-rdt.conf with [rdt] and [rdt_controller]; "
-                        "repeatable")
-    p.add_argument("--resctrl-root",
-                   default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
-                   help="resctrl mount point (default: [rdt] "
-                        "resctrl_root)")
-    p.add_argument("--sysfs-cpu-root",
-                   default=os.environ.get("NOVA_RDT_SYSFS_CPU"))
-    p.add_argument("--state-path",
-                   help="the hook's records (default: [rdt] state_path)")
+    common.add_service_args(p, "[rdt] and [rdt_controller]", "")
     p.add_argument("--state-file",
                    help="the controller's state (default: [rdt_controller] "
                         "state_file)")

@@ -4,7 +4,6 @@ notifications for this host."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 
@@ -15,23 +14,14 @@ def register(sub) -> None:
     exp = sub.add_parser(
         "exporter", help="Prometheus metrics, the way-map page and "
                          "notifications for this host")
-    exp.add_argument("--config-file", action="append",
-                     help="nova-rdt.conf with [rdt], [rdt_exporter] and "
-                          "[oslo_messaging_notifications]; repeatable")
+    common.add_service_args(
+        exp, "[rdt], [rdt_exporter] and [oslo_messaging_notifications]",
+        ", for instance names")
     exp.add_argument("--port", type=common.port,
                      help="listen port (default: [rdt_exporter] port; 0 "
                           "picks a free one)")
     exp.add_argument("--listen", help="listen address (default: "
                                       "[rdt_exporter] listen_address)")
-    exp.add_argument("--resctrl-root",
-                     default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
-                     help="resctrl mount point (default: [rdt] "
-                          "resctrl_root)")
-    exp.add_argument("--sysfs-cpu-root",
-                     default=os.environ.get("NOVA_RDT_SYSFS_CPU"))
-    exp.add_argument("--state-path",
-                     help="the hook's records, for instance names "
-                          "(default: [rdt] state_path)")
     exp.add_argument("--host", help="the host label on every series "
                                     "(default: Nova's [DEFAULT] host from "
                                     "--config-file, else the hostname, "

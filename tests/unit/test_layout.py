@@ -35,6 +35,9 @@ LOWER = {
     "rfc2544": set(),
     "controller": {"allocation", "resctrl", "host", "conf"},
 }
+# Leaf modules at the top, importing only the standard library: every
+# layer may import them.
+LEAVES = {"failpoints"}
 
 
 def _layer(path: pathlib.Path) -> str:
@@ -71,7 +74,8 @@ def test_imports_only_go_down():
             if not mod.startswith("nova_rdt."):
                 continue
             target = mod.split(".")[1]
-            if target == layer or target in LOWER[layer]:
+            if target == layer or target in LOWER[layer] or \
+                    mod in {f"nova_rdt.{leaf}" for leaf in LEAVES}:
                 continue
             if layer == "resctrl" and mod != "nova_rdt.allocation.naming":
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
@@ -79,6 +83,17 @@ def test_imports_only_go_down():
             if layer != "resctrl":
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_leaves_import_only_the_standard_library():
+    bad = []
+    for leaf in sorted(LEAVES):
+        path = PKG / f"{leaf}.py"
+        for mod in _imports(path):
+            top = mod.split(".")[0]
+            if top != "__future__" and top not in sys.stdlib_module_names:
+                bad.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert not bad, "\n".join(bad)
 
 
 def test_pure_core_does_no_io_and_imports_no_framework():
