@@ -15,14 +15,27 @@ from nova.virt.libvirt import config as vconfig
 
 from nova_rdt.allocation import metadata
 from nova_rdt.allocation import naming
-from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import cpulist
 
 NOVA_RDT_NS = naming.METADATA_NS
 NOVA_RDT_PREFIX = naming.METADATA_PREFIX
 
 
-def _cpuset(cpus) -> str:
-    return caps_mod.format_cpu_list(cpus)
+def _vcpus(xmldoc) -> set[int]:
+    # libvirt writes no surrounding space, but a hand-edited domain may.
+    return cpulist.parse(xmldoc.get("vcpus", "").strip())
+
+
+def _parse_children(xmldoc, kinds: dict) -> None:
+    """Each child whose tag is in ``kinds`` (tag -> (class, list)) is
+    parsed into a new object of that class and appended to that list;
+    other children are libvirt's business, not ours."""
+    for child in xmldoc:
+        if child.tag in kinds:
+            cls, into = kinds[child.tag]
+            obj = cls()
+            obj.parse_dom(child)
+            into.append(obj)
 
 
 class LibvirtConfigGuestCacheTuneCache(vconfig.LibvirtConfigObject):
@@ -66,12 +79,12 @@ class LibvirtConfigGuestRdtMonitor(vconfig.LibvirtConfigObject):
         e = super().format_dom()
         if self.level is not None:
             e.set("level", str(self.level))
-        e.set("vcpus", _cpuset(self.vcpus))
+        e.set("vcpus", cpulist.format(self.vcpus))
         return e
 
     def parse_dom(self, xmldoc):
         super().parse_dom(xmldoc)
-        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
+        self.vcpus = _vcpus(xmldoc)
         lvl = xmldoc.get("level")
         self.level = int(lvl) if lvl is not None else None
 
@@ -85,23 +98,17 @@ class LibvirtConfigGuestCacheTune(vconfig.LibvirtConfigObject):
 
     def format_dom(self):
         e = super().format_dom()
-        e.set("vcpus", _cpuset(self.vcpus))
+        e.set("vcpus", cpulist.format(self.vcpus))
         for c in self.caches + self.monitors:
             e.append(c.format_dom())
         return e
 
     def parse_dom(self, xmldoc):
         super().parse_dom(xmldoc)
-        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
-        for child in xmldoc:
-            if child.tag == "cache":
-                c = LibvirtConfigGuestCacheTuneCache()
-                c.parse_dom(child)
-                self.caches.append(c)
-            elif child.tag == "monitor":
-                m = LibvirtConfigGuestRdtMonitor()
-                m.parse_dom(child)
-                self.monitors.append(m)
+        self.vcpus = _vcpus(xmldoc)
+        _parse_children(xmldoc, {
+            "cache": (LibvirtConfigGuestCacheTuneCache, self.caches),
+            "monitor": (LibvirtConfigGuestRdtMonitor, self.monitors)})
 
 
 class LibvirtConfigGuestMemoryTuneNode(vconfig.LibvirtConfigObject):
@@ -133,23 +140,17 @@ class LibvirtConfigGuestRdtMemoryTune(vconfig.LibvirtConfigObject):
 
     def format_dom(self):
         e = super().format_dom()
-        e.set("vcpus", _cpuset(self.vcpus))
+        e.set("vcpus", cpulist.format(self.vcpus))
         for c in self.nodes + self.monitors:
             e.append(c.format_dom())
         return e
 
     def parse_dom(self, xmldoc):
         super().parse_dom(xmldoc)
-        self.vcpus = caps_mod.parse_cpu_list(xmldoc.get("vcpus"))
-        for child in xmldoc:
-            if child.tag == "node":
-                n = LibvirtConfigGuestMemoryTuneNode()
-                n.parse_dom(child)
-                self.nodes.append(n)
-            elif child.tag == "monitor":
-                m = LibvirtConfigGuestRdtMonitor()
-                m.parse_dom(child)
-                self.monitors.append(m)
+        self.vcpus = _vcpus(xmldoc)
+        _parse_children(xmldoc, {
+            "node": (LibvirtConfigGuestMemoryTuneNode, self.nodes),
+            "monitor": (LibvirtConfigGuestRdtMonitor, self.monitors)})
 
 
 class LibvirtConfigGuestRdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
@@ -180,15 +181,10 @@ class LibvirtConfigGuestRdtCPUTune(vconfig.LibvirtConfigGuestCPUTune):
 
     def parse_dom(self, xmldoc):
         super().parse_dom(xmldoc)
-        for child in xmldoc:
-            if child.tag == "cachetune":
-                t = LibvirtConfigGuestCacheTune()
-                t.parse_dom(child)
-                self.cachetunes.append(t)
-            elif child.tag == "memorytune":
-                m = LibvirtConfigGuestRdtMemoryTune()
-                m.parse_dom(child)
-                self.memorytunes.append(m)
+        _parse_children(xmldoc, {
+            "cachetune": (LibvirtConfigGuestCacheTune, self.cachetunes),
+            "memorytune": (LibvirtConfigGuestRdtMemoryTune,
+                           self.memorytunes)})
 
 
 class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
