@@ -23,11 +23,8 @@ import urllib.request
 
 import pytest
 
-from nova_rdt.host import prep as hostprep
 from tests.integration import hooklab
-from tests.integration.conftest import finish_lab
-from tests.integration.conftest import lab_skip_reason
-from tests.integration.conftest import start_lab
+from tests.integration.conftest import prepared_lab
 
 CLASS = "batch"
 GROUP = f"nova-rdt-class-{CLASS}"
@@ -43,21 +40,9 @@ STREAM = ("import sys\n"
 
 @pytest.fixture(scope="module")
 def lab(libvirt_cache):
-    reason = lab_skip_reason(libvirt=True)
-    if reason:
-        pytest.skip(reason)
-    lab = start_lab(profile="gold-6252", ovs=False,
-                    libvirt_cache_dir=libvirt_cache,
-                    hook={"reserved_host_ways": 3,
-                          "classes": [f"{CLASS}:l3_ways=2"]})
-    try:
-        lab.start()
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=0)
-    except BaseException:
-        finish_lab(lab)
-        raise
-    yield lab
-    finish_lab(lab)
+    yield from prepared_lab(
+        libvirt_cache, reserved_ways=3, profile="gold-6252",
+        hook={"reserved_host_ways": 3, "classes": [f"{CLASS}:l3_ways=2"]})
 
 
 def mb(lab) -> int:

@@ -15,33 +15,19 @@ import time
 
 import pytest
 
-from nova_rdt.host import prep as hostprep
 from nova_rdt.lab import diskless_domain_xml
 from tests.integration import hooklab
-from tests.integration.conftest import finish_lab
-from tests.integration.conftest import lab_skip_reason
-from tests.integration.conftest import start_lab
+from tests.integration.conftest import prepared_lab
 
 CLASS_GROUP = "nova-rdt-class-low_priority"
 
 
 @pytest.fixture(scope="module")
 def lab(libvirt_cache):
-    reason = lab_skip_reason(libvirt=True)
-    if reason:
-        pytest.skip(reason)
-    lab = start_lab(profile="gold-6252", ovs=False,
-                    libvirt_cache_dir=libvirt_cache,
-                    hook={"reserved_host_ways": 3,
-                          "classes": ["low_priority:l3_ways=1,mb=10"]})
-    try:
-        lab.start()
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=0)
-    except BaseException:
-        finish_lab(lab)
-        raise
-    yield lab
-    finish_lab(lab)
+    yield from prepared_lab(
+        libvirt_cache, reserved_ways=3, profile="gold-6252",
+        hook={"reserved_host_ways": 3,
+              "classes": ["low_priority:l3_ways=1,mb=10"]})
 
 
 def _closids_used(lab) -> int:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from nova_rdt.host import prep as hostprep
 from tests.integration import hooklab
-from tests.integration.conftest import finish_lab
-from tests.integration.conftest import lab_skip_reason
-from tests.integration.conftest import start_lab
+from tests.integration.conftest import prepared_lab
 
 WAY_KIB = 30720 // 20
 PMD = "nova-rdt-pmd"
@@ -22,20 +19,10 @@ PMD = "nova-rdt-pmd"
 
 @pytest.fixture(scope="module")
 def lab(libvirt_cache):
-    reason = lab_skip_reason(libvirt=True, ovs=True)
-    if reason:
-        pytest.skip(reason)
-    lab = start_lab(profile="e5-2658-v3", libvirt_cache_dir=libvirt_cache,
-                    hook={"pmd_cos": True, "reserved_host_ways": 4})
-    try:
-        lab.start(traffic_ports=1)
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=4, pmd_ways=0)
-        lab.agent().sync_pmd()
-    except BaseException:
-        finish_lab(lab)
-        raise
-    yield lab
-    finish_lab(lab)
+    yield from prepared_lab(
+        libvirt_cache, reserved_ways=4, ovs=True, sync_pmd=True,
+        start_kw={"traffic_ports": 1}, profile="e5-2658-v3",
+        hook={"pmd_cos": True, "reserved_host_ways": 4})
 
 
 def test_onp_table_3_1(lab):

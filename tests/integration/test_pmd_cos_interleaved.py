@@ -20,9 +20,7 @@ from nova_rdt.lab import diskless_domain_xml
 from nova_rdt.resctrl import cbm
 from nova_rdt.virt import config as rdt_config
 from tests.integration import hooklab
-from tests.integration.conftest import finish_lab
-from tests.integration.conftest import lab_skip_reason
-from tests.integration.conftest import start_lab
+from tests.integration.conftest import prepared_lab
 
 WAY_KIB = 36608 // 11
 PMD = "nova-rdt-pmd"
@@ -33,22 +31,10 @@ IDS = (0, 1)
 
 @pytest.fixture(scope="module")
 def lab(libvirt_cache):
-    reason = lab_skip_reason(libvirt=True, ovs=True)
-    if reason:
-        pytest.skip(reason)
-    lab = start_lab(profile="gold-6252", libvirt_cache_dir=libvirt_cache,
-                    hook={"pmd_cos": True, "reserved_host_ways": 2,
-                          "pmd_shared_ways": 2})
-    try:
-        lab.start()
-        from nova_rdt.host import prep as hostprep
-        hostprep.prepare(hooklab.fs(lab), reserved_ways=2, pmd_ways=2)
-        lab.agent().sync_pmd()
-    except BaseException:
-        finish_lab(lab)
-        raise
-    yield lab
-    finish_lab(lab)
+    yield from prepared_lab(
+        libvirt_cache, reserved_ways=2, pmd_ways=2, ovs=True, sync_pmd=True,
+        profile="gold-6252", hook={"pmd_cos": True, "reserved_host_ways": 2,
+                                   "pmd_shared_ways": 2})
 
 
 def _domain(lab, name, ways, sharing):
