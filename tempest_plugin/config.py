@@ -20,8 +20,19 @@ RdtGroup = [
                help="YAML for nova-rdt rfc2544 (generator section, frame "
                     "sizes, durations); see nova_rdt.rfc2544.config.  The "
                     "options below override its search settings."),
-    cfg.ListOpt("frame_sizes", default=["64", "512", "1518"],
-                help="Frame sizes (bytes) of the scenario's RFC 2544 runs."),
+    cfg.ListOpt("dataplane_networks", default=[],
+                help="The two networks (UUIDs, in port order) of the "
+                     "forwarding VM's dataplane NICs, the ones wired to "
+                     "the generator's ports (vhost-user on OVS-DPDK in the "
+                     "ONP topology).  The scenario skips without them."),
+    cfg.StrOpt("management_network",
+               help="Network (UUID) of both VMs' first NIC, for cloud-init "
+                    "and the console; unset: the noisy VM gets Nova's "
+                    "default and the forwarding VM only its two "
+                    "dataplane NICs."),
+    cfg.ListOpt("frame_sizes", default=["64", "256", "1024", "1512"],
+                help="Frame sizes (bytes) of the scenario's RFC 2544 runs "
+                     "(the ONP app note's by default)."),
     cfg.FloatOpt("loss_tolerance", default=0.001,
                  help="Acceptable loss ratio of the throughput search "
                       "(0.001 = 0.1%, as the ONP app note; 0 = RFC 2544)."),
@@ -32,30 +43,69 @@ RdtGroup = [
     cfg.FloatOpt("max_latency_ratio", default=1.25,
                  help="Largest allowed ratio of the forwarding VM's average "
                       "latency with the neighbour busy to the idle "
-                      "baseline, per frame size."),
+                      "reference, per frame size, on the nova-rdt flavors."),
     cfg.FloatOpt("max_p99_ratio", default=2.0,
                  help="The same for the 99th percentile."),
     cfg.StrOpt("forwarding_image_ref",
-               help="Image of the forwarding VM (testpmd started by its "
-                    "user data); defaults to [compute] image_ref."),
+               help="Image of the forwarding VM (cloud-init; testpmd or "
+                    "the kernel forwards, see forwarding_user_data); "
+                    "defaults to [compute] image_ref."),
     cfg.StrOpt("noisy_image_ref",
-               help="Image of the noisy neighbour (memtester or stress-ng "
-                    "in its user data); defaults to [compute] image_ref."),
-    cfg.IntOpt("forwarding_l3_ways", default=4,
-               help="rdt:l3_cache_ways of the forwarding flavor (it also "
-                    "sets rdt:pmd_share=true)."),
-    cfg.StrOpt("noisy_class", default="low_priority",
-               help="rdt:class of the noisy neighbour's flavor; must be "
-                    "defined in [rdt] classes on the computes."),
+               help="Image of the noisy neighbour (cloud-init with "
+                    "memtester or stress-ng); defaults to [compute] "
+                    "image_ref."),
+    cfg.IntOpt("forwarding_vcpus", default=2, min=1,
+               help="vCPUs of the forwarding VM's flavors."),
+    cfg.IntOpt("forwarding_ram_mb", default=1024, min=1,
+               help="RAM (MiB) of the forwarding VM's flavors."),
+    cfg.IntOpt("noisy_vcpus", default=2, min=1,
+               help="vCPUs of the noisy neighbour's flavors."),
+    cfg.IntOpt("noisy_ram_mb", default=1024, min=1,
+               help="RAM (MiB) of the noisy neighbour's flavors."),
+    cfg.IntOpt("disk_gb", default=10, min=0,
+               help="Root disk (GB) of all four flavors; enough for the "
+                    "cloud-init images."),
+    cfg.StrOpt("mem_page_size", default="large",
+               help="hw:mem_page_size of all four flavors (vhost-user "
+                    "needs shared hugepage memory); empty: not set."),
+    cfg.IntOpt("forwarding_l3_ways", default=4, min=1,
+               help="rdt:l3_cache_ways of the forwarding VM's nova-rdt "
+                    "flavor (it also sets rdt:pmd_share=true)."),
+    cfg.IntOpt("noisy_l3_ways", default=2, min=1,
+               help="rdt:l3_cache_ways of the neighbour's nova-rdt flavor "
+                    "(disjoint from the forwarding VM's), unless "
+                    "noisy_class is set."),
+    cfg.StrOpt("noisy_class",
+               help="rdt:class of the neighbour's nova-rdt flavor instead "
+                    "of its own ways; must be defined in [rdt] classes on "
+                    "the computes."),
+    cfg.StrOpt("noisy_load", default="memtester",
+               choices=["memtester", "stress-ng"],
+               help="What keeps the neighbour busy (the app note's VM1 "
+                    "runs memtester; stress-ng runs its cache stressors)."),
+    cfg.IntOpt("noisy_memory_mb", default=256, min=1,
+               help="Memory (MiB) memtester or stress-ng works on."),
     cfg.StrOpt("noisy_user_data",
-               default="#!/bin/sh\n(command -v stress-ng >/dev/null && "
-                       "stress-ng --stream 0 --timeout 0) || "
-                       "memtester 512M 0\n",
-               help="User data that keeps the neighbour busy once it "
-                    "runs; the scenario pauses it for the idle baseline."),
+               help="User data (plain text; the scenario base64-encodes "
+                    "it) replacing the neighbour's own script, which runs "
+                    "noisy_load until paused."),
     cfg.StrOpt("forwarding_user_data",
-               help="User data that starts the forwarder (testpmd) in the "
-                    "forwarding VM."),
+               help="User data (plain text; the scenario base64-encodes "
+                    "it) replacing the forwarding VM's own script, which "
+                    "runs testpmd in io mode where DPDK is in the image "
+                    "and forwards in the kernel otherwise."),
+    cfg.FloatOpt("settle_seconds", default=10.0, min=0,
+                 help="Seconds the unpaused neighbour runs before the "
+                      "busy measurement (it fills the cache first)."),
+    cfg.IntOpt("workload_timeout", default=300, min=0,
+               help="Seconds to wait, after ACTIVE, for a VM's console "
+                    "to say its workload started (which forwarder, which "
+                    "load); after one silent console the scenario stops "
+                    "waiting for the others."),
+    cfg.StrOpt("accel", default="", choices=["", "kvm", "tcg"],
+               help="The computes' accelerator as reported; empty: read "
+                    "from the guest console ('Hypervisor detected: KVM')."),
     cfg.StrOpt("artifacts_dir", default="/tmp/nova-rdt-tempest",
-               help="Where reports and plots of the scenario are saved."),
+               help="Where summary.json, the tables, the figures and the "
+                    "RFC 2544 reports of the scenario are saved."),
 ]

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Builds the lab's guest image (nova_rdt/lab/guest) from Debian packages,
-# without installing a kernel on the host: linux-image-cloud-amd64
-# (resolved to the versioned package it depends on) and busybox-static
-# are fetched with apt-get download and only unpacked (dpkg-deb -x) in
-# a scratch directory; the noisy role's stressor is compiled static.
+# without installing anything on the host: linux-image-cloud-amd64
+# (resolved to the versioned package it depends on), busybox-static,
+# dpdk-dev (for dpdk-testpmd), memtester and every library package their
+# ELF files need (nova_rdt.lab.guest.userland follows DT_NEEDED) are
+# fetched with apt-get download and only unpacked (dpkg-deb -x) in a
+# scratch directory; the noisy role's stressor is compiled static.
 #
 #   tools/build-guest-image.sh [OUTDIR]
 #
@@ -76,6 +78,15 @@ fi
 for deb in "$scratch"/debs/*.deb; do
     dpkg-deb -x "$deb" "$scratch/root"
 done
+# testpmd, memtester and their shared libraries (and only those: the
+# initramfs gets what the programs reach, not whole packages).
+if ! (cd "$top" && "$PY" -m nova_rdt.lab.guest.userland fetch \
+        --root "$scratch/root" --debs "$scratch/debs") \
+        >"$scratch/userland.log" 2>&1; then
+    cat "$scratch/userland.log" >&2
+    say "fetching testpmd and memtester (apt-get download) failed"
+    exit 1
+fi
 "${CC:-gcc}" -O2 -static -Wall -Wextra -Werror -std=gnu11 \
     -o "$scratch/nova-rdt-stress" "$src/stressor.c"
 cd "$top"

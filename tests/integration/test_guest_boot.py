@@ -1,14 +1,15 @@
-"""The lab's real Linux guest (issue 19, first part): the image built
-from Debian packages boots here, under KVM or, where KVM cannot run a
-stock kernel (this machine's PVM flavour), TCG; its forward role
-carries frames between its two NICs through a kernel bridge, and its
-noisy role burns CPU.
+"""The lab's real Linux guest (issue 19): the image built from Debian
+packages boots here, under KVM or, where KVM cannot run a stock kernel
+(this machine's PVM flavour), TCG; its forward role carries frames
+between its two NICs with testpmd in io mode (the ONP seed's VM0), or
+through a kernel bridge when asked to or when testpmd cannot run, and
+its noisy role runs memtester (the seed's VM1) or the stressor.
 
 The boots run plain QEMU with two tap devices in a private network
 namespace, driven from the host with raw sockets; vhost-user ports on
-OVS-DPDK, Nova-built domains and testpmd in the guest are later steps.
+OVS-DPDK and Nova-built domains are the isolation scenario's part.
 The first tests are the pure parts (initramfs archive, module order,
-the accel decision, frame tagging) and need nothing.
+ELF dependencies, the accel decision, frame tagging) and need nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ import pytest
 from nova_rdt.lab.guest import boot
 from nova_rdt.lab.guest import cpio
 from nova_rdt.lab.guest import domain
+from nova_rdt.lab.guest import elfdeps
 from nova_rdt.lab.guest import frames
 from nova_rdt.lab.guest import image as guest_image
 from nova_rdt.lab.guest import kmod
+from nova_rdt.lab.guest import userland
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -150,8 +153,137 @@ def test_cmdline_and_argv_reject_unknown_roles_and_accels():
 def test_forwarder_of():
     assert boot.forwarder_of(
         "nova-rdt-guest: forwarding eth0<->eth1 (kernel bridge)") == "kernel"
+    assert boot.forwarder_of(
+        "nova-rdt-guest: forwarding eth0<->eth1 (testpmd)") == "testpmd"
     with pytest.raises(boot.GuestError):
         boot.forwarder_of("nova-rdt-guest: noisy running")
+
+
+def test_noisy_of_and_guest_args():
+    assert boot.noisy_of("nova-rdt-guest: noisy running (memtester 64 MiB, "
+                         "pid 57)") == "memtester"
+    assert boot.noisy_of("nova-rdt-guest: noisy running (stressor 8 MiB, "
+                         "pid 3)") == "stressor"
+    with pytest.raises(boot.GuestError):
+        boot.noisy_of("nova-rdt-guest: forwarding eth0<->eth1 (testpmd)")
+    assert boot.guest_args() == ""
+    assert boot.guest_args("kernel", "stressor", 32) == (
+        "nova_rdt.forwarder=kernel nova_rdt.noisy=stressor "
+        "nova_rdt.stress_mib=32")
+    for bad in (dict(forwarder="dpdk"), dict(noisy="stress-ng"),
+                dict(noisy_mib=0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            boot.guest_args(**bad)
+
+
+# Debian's shared library package names (policy 8.1) and the exceptions
+# the guest's userland meets.
+@pytest.mark.parametrize("soname,package", [
+    ("libnuma.so.1", "libnuma1"),
+    ("librte_eal.so.23", "librte-eal23"),
+    ("librte_common_mlx5.so.23", "librte-common-mlx5-23"),
+    ("libnl-route-3.so.200", "libnl-route-3-200"),
+    ("libpcap.so.0.8", "libpcap0.8"),
+    ("liblz4.so.1", "liblz4-1"),
+    ("libdbus-1.so.3", "libdbus-1-3"),
+    ("libm.so.6", "libc6"),
+    ("libz.so.1", "zlib1g"),
+    ("libmlx5.so.1", "ibverbs-providers"),
+])
+def test_debian_package_of_a_soname(soname, package):
+    assert elfdeps.debian_package(soname) == package
+
+
+def test_debian_package_rejects_unversioned_names():
+    with pytest.raises(elfdeps.ElfError, match="libfoo.so"):
+        elfdeps.debian_package("libfoo.so")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_closure_reaches_exactly_what_is_needed(data):
+    n = data.draw(st.integers(1, 12))
+    libs = [f"lib{i}.so.1" for i in range(n)]
+    needed = {lib: data.draw(st.lists(st.sampled_from(libs + ["libx.so.9"]),
+                                      unique=True, max_size=4))
+              for lib in libs}
+    # Some libraries are not unpacked yet: closure must report them.
+    absent = set(data.draw(st.lists(st.sampled_from(libs), unique=True)))
+    known = {k: v for k, v in needed.items() if k not in absent}
+    roots = data.draw(st.lists(st.sampled_from(sorted(known) or ["lib0"]),
+                               min_size=1, unique=True))
+    found, missing = elfdeps.closure(roots, known)
+    # The reference: a plain graph search.
+    reach, todo = set(), list(roots)
+    while todo:
+        for d in known.get(todo.pop(), []):
+            if d not in reach and d not in roots:
+                reach.add(d)
+                if d in known:
+                    todo.append(d)
+    assert set(found) == {r for r in reach if r in known}
+    assert set(missing) == {r for r in reach if r not in known}
+    assert len(found) == len(set(found)) and len(missing) == len(set(missing))
+    assert not set(found) & set(roots)
+
+
+def test_elf_reading_agrees_with_readelf():
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf not found (binutils)")
+    path = os.path.realpath(sys.executable)
+    with open(path, "rb") as f:
+        blob = f.read()
+    out = subprocess.run(["readelf", "-dlW", path], capture_output=True,
+                         text=True, check=True).stdout
+    want = [line.split("[", 1)[1].rstrip("]") for line in out.splitlines()
+            if "(NEEDED)" in line]
+    assert elfdeps.dynamic(blob)["needed"] == want
+    interp = [line.split(":", 1)[1].strip().rstrip("]")
+              for line in out.splitlines() if "interpreter:" in line]
+    assert elfdeps.interpreter(blob) == interp[0]
+    with pytest.raises(elfdeps.ElfError, match="not an ELF"):
+        elfdeps.dynamic(b"#!/bin/sh\n")
+
+
+def test_symlinks_resolve_inside_the_unpacked_tree(tmp_path):
+    lib = tmp_path / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libfoo.so.1.2").write_bytes(b"x")
+    (lib / "libfoo.so.1").symlink_to("libfoo.so.1.2")
+    (tmp_path / "lib64").mkdir()
+    # Absolute, as in libc6's /lib64/ld-linux-x86-64.so.2: it must mean
+    # the tree's file, never the host's.
+    (tmp_path / "lib64" / "ld.so.2").symlink_to(
+        "/lib/x86_64-linux-gnu/libfoo.so.1")
+    want = str(lib / "libfoo.so.1.2")
+    assert userland.resolve_in(str(tmp_path), "lib64/ld.so.2") == want
+    assert userland.index(str(tmp_path))["libfoo.so.1"] == want
+    (tmp_path / "lib64" / "loop").symlink_to("loop")
+    with pytest.raises(userland.UserlandError, match="too many symlinks"):
+        userland.resolve_in(str(tmp_path), "lib64/loop")
+
+
+def test_initramfs_holds_parents_before_children():
+    user = userland.Userland(
+        files={"bin/dpdk-testpmd": b"t",
+               "lib/x86_64-linux-gnu/libc.so.6": b"c"},
+        symlinks={"lib64/ld-linux-x86-64.so.2":
+                  "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+                  "lib/dpdk-pmds/librte_net_virtio.so.23":
+                  "../x86_64-linux-gnu/librte_net_virtio.so.23"},
+        plugins=("/lib/dpdk-pmds/librte_net_virtio.so.23",),
+        programs=("testpmd",))
+    entries = guest_image.initramfs_entries(b"bb", b"st", b"init", [], user)
+    names = [e.name for e in entries]
+    assert len(names) == len(set(names))
+    for i, name in enumerate(names):
+        parent = os.path.dirname(name)
+        assert not parent or parent in names[:i], name
+    by_name = {e.name: e for e in entries}
+    assert by_name["etc/dpdk-plugins"].data == (
+        b"/lib/dpdk-pmds/librte_net_virtio.so.23\n")
+    assert stat.S_ISLNK(by_name["lib64/ld-linux-x86-64.so.2"].mode)
+    assert by_name["bin/dpdk-testpmd"].mode & 0o111
 
 
 @settings(max_examples=50, deadline=None)
@@ -249,17 +381,38 @@ def _ready_timeout(accel):
     return 30.0 if accel.accel == "kvm" else 60.0
 
 
+# (kernel command line, vCPU model, forwarder expected, console line
+# expected before the ready line).  The vCPU model None is boot's
+# choice (max under TCG, host under KVM), which has the SSE4.2 DPDK's
+# x86 build needs; QEMU's old default qemu64 lacks it, so testpmd dies
+# of SIGILL there and the default (auto) falls back to the bridge.
+FORWARD_CASES = {
+    "testpmd": (boot.guest_args("testpmd"), None, "testpmd", None),
+    "kernel": (boot.guest_args("kernel"), None, "kernel", None),
+    "auto-fallback": ("", "qemu64", "kernel",
+                      "nova-rdt-guest: testpmd not used: testpmd exited "
+                      "with status 132 (SIGILL"),
+}
+
+
 @needs_boot
+@pytest.mark.parametrize("case", sorted(FORWARD_CASES))
 def test_forwarding_guest_carries_frames_both_ways(img, accel, netns,
-                                                   tmp_path):
+                                                   tmp_path, case):
     assert accel.accel in boot.ACCELS, accel
+    extra, cpu, want, before = FORWARD_CASES[case]
     taps = _taps(netns)
+    # 2 vCPUs, as the isolation scenario's forwarding flavor, and room
+    # for testpmd's hugepages.
     with boot.QemuGuest(img, accel.accel, "forward", str(tmp_path),
-                        taps=taps, netns=netns, name="fwd") as g:
-        line = g.wait_ready(_ready_timeout(accel))
+                        taps=taps, netns=netns, name="fwd", vcpus=2,
+                        memory_mib=512, extra_cmdline=extra, cpu=cpu) as g:
+        line = g.wait_ready(_ready_timeout(accel) * 2)
         print(f"accel={accel.accel} ({accel.reason}); {line}")
-        assert boot.forwarder_of(line) == "kernel"
+        assert boot.forwarder_of(line) == want, g.serial()[-2000:]
         assert img.kernel_version in g.serial()
+        if before:
+            assert before in g.serial(), g.serial()[-2000:]
         _up(netns, taps)
         a_to_b = _send(netns, taps[0], taps[1])
         b_to_a = _send(netns, taps[1], taps[0], size=1024)
@@ -274,6 +427,23 @@ def test_forwarding_guest_carries_frames_both_ways(img, accel, netns,
 
 
 @needs_boot
+def test_forwarder_testpmd_fails_instead_of_falling_back(img, accel, netns,
+                                                         tmp_path):
+    # nova_rdt.forwarder=testpmd is for runs that must not measure the
+    # bridge by mistake: on a vCPU without SSE4.2 the guest stops at an
+    # error line naming the cause, which wait_ready raises at once.
+    with boot.QemuGuest(img, accel.accel, "forward", str(tmp_path),
+                        taps=_taps(netns), netns=netns, name="strict",
+                        vcpus=2, memory_mib=512, cpu="qemu64",
+                        extra_cmdline=boot.guest_args("testpmd")) as g:
+        with pytest.raises(boot.GuestError,
+                           match="error: testpmd: testpmd exited with "
+                           "status 132 \\(SIGILL"):
+            g.wait_ready(_ready_timeout(accel) * 2)
+        assert "(kernel bridge)" not in g.serial()
+
+
+@needs_boot
 def test_noisy_guest_burns_cpu_and_forwards_nothing(img, accel, netns,
                                                     tmp_path):
     taps = _taps(netns)
@@ -281,11 +451,15 @@ def test_noisy_guest_burns_cpu_and_forwards_nothing(img, accel, netns,
                         taps=taps, netns=netns, name="noisy") as g:
         line = g.wait_ready(_ready_timeout(accel))
         assert line.startswith("nova-rdt-guest: noisy running"), line
+        # memtester is the default where the image has it (the seed's
+        # VM1); the stressor runs in the libvirt test below.
+        assert "memtester" in img.noisy
+        assert boot.noisy_of(line) == "memtester", line
         t0, c0 = time.monotonic(), boot.cpu_seconds(g.pid)
         time.sleep(2)
         busy = (boot.cpu_seconds(g.pid) - c0) / (time.monotonic() - t0)
         print(f"noisy guest ({accel.accel}): {busy:.2f} CPU s per s")
-        # An idle guest costs a few % of a core; the stressor's vCPU
+        # An idle guest costs a few % of a core; memtester's vCPU
         # runs flat out (the machine may be shared, hence not ~1.0).
         assert busy > 0.4, busy
         # Without the bridge nothing crosses: the forwarding test above
@@ -326,8 +500,14 @@ def test_domain_xml_boots_the_image_directly():
     assert "nova_rdt.role=noisy" in root.findtext("os/cmdline")
     assert "console=ttyS0" in root.findtext("os/cmdline")
     assert root.find("devices/serial/source").get("path") == "/tmp/s.log"
-    kvm = ET.fromstring(domain.domain_xml("g", img, "forward", "kvm", "/s"))
+    # A vCPU model with SSE4.2 (testpmd), not libvirt's qemu64 default.
+    assert root.find("cpu").get("mode") == "maximum"
+    assert root.findtext("vcpu") == "1"
+    kvm = ET.fromstring(domain.domain_xml("g", img, "forward", "kvm", "/s",
+                                          vcpus=2))
     assert kvm.get("type") == "kvm"
+    assert kvm.find("cpu").get("mode") == "host-passthrough"
+    assert kvm.findtext("vcpu") == "2"
 
 
 @pytest.fixture(scope="module")
@@ -362,13 +542,14 @@ def test_noisy_guest_under_libvirt(img, accel, lab, guests):
     # the accel decision gives (TCG is type='qemu'); the load is what
     # virsh domstats reports, as the exporter and the scenario will see.
     serial = os.path.join(lab.base, "noisy.serial.log")
-    lab.libvirt.define(domain.domain_xml("guest-noisy", img, "noisy",
-                                         accel.accel, serial))
+    lab.libvirt.define(domain.domain_xml(
+        "guest-noisy", img, "noisy", accel.accel, serial,
+        extra_cmdline=boot.guest_args(noisy="stressor")))
     guests.append("guest-noisy")
     lab.libvirt.start_domain("guest-noisy", paused=False)
     deadline = time.monotonic() + _ready_timeout(accel)
     text = ""
-    while "nova-rdt-guest: noisy running" not in text:
+    while "nova-rdt-guest: noisy running (stressor" not in text:
         assert time.monotonic() < deadline, f"console: {text[-500:]!r}"
         assert "Kernel panic" not in text, text[-500:]
         time.sleep(0.2)
@@ -402,3 +583,23 @@ def test_qemu_argv_is_a_direct_boot_with_unique_macs():
     assert len(macs) == 6
     with pytest.raises(ValueError):
         boot.qemu_argv(img, "hax", "forward", "/s")
+    with pytest.raises(ValueError, match="vcpus"):
+        boot.qemu_argv(img, "tcg", "forward", "/s", vcpus=0)
+
+
+@pytest.mark.parametrize("accel,role,cpu,want", [
+    ("tcg", "forward", None, "max"),       # SSE4.2 for testpmd
+    ("tcg", "probe", None, "max"),
+    ("kvm", "forward", None, "host"),
+    ("kvm", "probe", None, None),          # -cpu host fails on PVM KVM
+    ("tcg", "forward", "qemu64", "qemu64"),
+])
+def test_qemu_argv_vcpu_model(accel, role, cpu, want):
+    img = guest_image.GuestImage("/g", "/g/vmlinuz", "/g/initrd.gz", "6.1",
+                                 (), ("kernel",))
+    argv = boot.qemu_argv(img, accel, role, "/s", cpu=cpu, vcpus=2)
+    assert argv[argv.index("-smp") + 1] == "2"
+    if want is None:
+        assert "-cpu" not in argv
+    else:
+        assert argv[argv.index("-cpu") + 1] == want

@@ -38,6 +38,10 @@ READY = {
     "noisy": PREFIX + "noisy running",
 }
 FAILED = (PREFIX + "error", "Kernel panic")
+# nova_rdt.forwarder=: auto tries testpmd and falls back to the kernel
+# bridge (printing why); testpmd fails the guest instead of falling back.
+FORWARDER_CHOICES = ("auto", "testpmd", "kernel")
+NOISY_CHOICES = ("memtester", "stressor")
 ENV_ACCEL = "NOVA_RDT_GUEST_ACCEL"
 PROBE_TIMEOUT = 20.0
 # A kernel booting under a working KVM prints without pause until init
@@ -81,17 +85,34 @@ def cmdline(role: str, extra: str = "") -> str:
                                 "nova_rdt.role=" + role, extra) if p)
 
 
+def default_cpu(accel: str, role: str) -> str | None:
+    """The vCPU model: not QEMU's default qemu64, which lacks the SSE4.2
+    DPDK's x86 build (testpmd) needs, except for the KVM probe, which
+    must not fail for another reason than the hang it looks for (on this
+    machine's PVM KVM ``-cpu host`` fails outright, ``failed to set MSR
+    0x10a``).  ``max`` is everything TCG emulates."""
+    if accel == "tcg":
+        return "max"
+    return None if role == "probe" else "host"
+
+
 def qemu_argv(img: guest_image.GuestImage, accel: str, role: str,
               serial_path: str, taps: tuple[str, ...] = (),
               memory_mib: int = 256, extra_cmdline: str = "",
-              qemu: str = QEMU, guest_no: int = 0) -> list[str]:
+              qemu: str = QEMU, guest_no: int = 0,
+              vcpus: int = 1, cpu: str | None = None) -> list[str]:
     """A direct kernel boot: no disk, no display, the serial console to
     a file (-nographic also sends SeaBIOS and the boot stub there), one
     virtio-net NIC per tap device (created by QEMU, in the caller's
     network namespace).  MACs are unique per (process, ``guest_no``,
     NIC), so guests on one L2 segment never clash."""
     domain_type(accel)
-    argv = [qemu, "-accel", accel, "-m", str(memory_mib), "-smp", "1",
+    if vcpus < 1:
+        raise ValueError(f"vcpus must be >= 1, not {vcpus!r}")
+    if cpu is None:
+        cpu = default_cpu(accel, role)
+    argv = [qemu, "-accel", accel] + (["-cpu", cpu] if cpu else []) + [
+            "-m", str(memory_mib), "-smp", str(vcpus),
             "-nodefaults", "-nographic", "-no-reboot",
             "-kernel", img.kernel, "-initrd", img.initrd,
             "-append", cmdline(role, extra_cmdline),
@@ -116,11 +137,43 @@ def direct_boot_os_xml(img: guest_image.GuestImage, role: str,
             "</os>")
 
 
+def guest_args(forwarder: str | None = None, noisy: str | None = None,
+               noisy_mib: int | None = None) -> str:
+    """The kernel command line words that choose the forwarder and the
+    noise maker (None: the guest's default, auto and memtester)."""
+    words = []
+    if forwarder is not None:
+        if forwarder not in FORWARDER_CHOICES:
+            raise ValueError(f"forwarder must be one of "
+                             f"{'|'.join(FORWARDER_CHOICES)}, not "
+                             f"{forwarder!r}")
+        words.append("nova_rdt.forwarder=" + forwarder)
+    if noisy is not None:
+        if noisy not in NOISY_CHOICES:
+            raise ValueError(f"noisy must be one of "
+                             f"{'|'.join(NOISY_CHOICES)}, not {noisy!r}")
+        words.append("nova_rdt.noisy=" + noisy)
+    if noisy_mib is not None:
+        if noisy_mib < 1:
+            raise ValueError(f"noisy_mib must be >= 1, not {noisy_mib!r}")
+        words.append(f"nova_rdt.stress_mib={int(noisy_mib)}")
+    return " ".join(words)
+
+
 def forwarder_of(ready_line: str) -> str:
-    """``forwarding eth0<->eth1 (kernel bridge)`` -> ``kernel``."""
+    """``forwarding eth0<->eth1 (kernel bridge)`` -> ``kernel``,
+    ``forwarding eth0<->eth1 (testpmd)`` -> ``testpmd``."""
     m = re.search(r"forwarding \S+ \((\w+)", ready_line)
     if not m:
         raise GuestError(f"not a forwarding line: {ready_line!r}")
+    return m.group(1)
+
+
+def noisy_of(ready_line: str) -> str:
+    """``noisy running (memtester 64 MiB, pid 57)`` -> ``memtester``."""
+    m = re.search(r"noisy running \((\w[\w-]*)", ready_line)
+    if not m:
+        raise GuestError(f"not a noisy line: {ready_line!r}")
     return m.group(1)
 
 
@@ -187,14 +240,16 @@ class QemuGuest:
     def __init__(self, img: guest_image.GuestImage, accel: str, role: str,
                  workdir: str, taps: tuple[str, ...] = (),
                  netns: str | None = None, memory_mib: int = 256,
-                 extra_cmdline: str = "", name: str = "guest"):
+                 extra_cmdline: str = "", name: str = "guest",
+                 vcpus: int = 1, cpu: str | None = None):
         self.serial_path = os.path.join(workdir, name + ".serial.log")
         self.stderr_path = os.path.join(workdir, name + ".qemu.log")
         self.role = role
         self.accel = accel
         self.argv = qemu_argv(img, accel, role, self.serial_path, taps,
                               memory_mib, extra_cmdline,
-                              guest_no=next(_GUEST_NO))
+                              guest_no=next(_GUEST_NO), vcpus=vcpus,
+                              cpu=cpu)
         if netns:
             # ip netns exec execs QEMU: the pid stays QEMU's.
             self.argv = ["ip", "netns", "exec", netns] + self.argv

@@ -11,16 +11,26 @@ from nova_rdt.lab.guest import boot
 from nova_rdt.lab.guest import image as guest_image
 
 
+def cpu_xml(accel: str) -> str:
+    """A vCPU model with the SSE4.2 testpmd needs (libvirt's default for
+    ``type='qemu'`` is qemu64, on which DPDK dies of SIGILL): libvirt's
+    ``maximum`` (QEMU's ``-cpu max``) under TCG, the host's under KVM."""
+    mode = "maximum" if boot.domain_type(accel) == "qemu" \
+        else "host-passthrough"
+    return f"<cpu mode='{mode}'/>"
+
+
 def domain_xml(name: str, img: guest_image.GuestImage, role: str,
                accel: str, serial_path: str, memory_mib: int = 256,
-               extra_cmdline: str = "") -> str:
+               extra_cmdline: str = "", vcpus: int = 1) -> str:
     """``accel`` is kvm|tcg; TCG is libvirt's ``type='qemu'``.  The
     serial console goes to ``serial_path``, which
     :meth:`boot.QemuGuest.wait_ready`'s markers are read from."""
     return f"""<domain type='{boot.domain_type(accel)}'>
   <name>{escape(name)}</name>
   <memory unit='MiB'>{int(memory_mib)}</memory>
-  <vcpu placement='static'>1</vcpu>
+  <vcpu placement='static'>{int(vcpus)}</vcpu>
+  {cpu_xml(accel)}
   {boot.direct_boot_os_xml(img, role, extra_cmdline)}
   <features><acpi/><apic/></features>
   <on_poweroff>destroy</on_poweroff>

@@ -1,9 +1,11 @@
 """The guest image: where it lives, and how its initramfs is assembled.
 
-tools/build-guest-image.sh fetches and unpacks the Debian packages and
-compiles the stressor; :func:`assemble` turns that into ``vmlinuz``,
-``initrd.gz`` and ``manifest.json`` in the image directory.  Nothing is
-installed on the host: the kernel package is only unpacked.
+tools/build-guest-image.sh fetches and unpacks the Debian packages
+(the kernel, busybox-static, and through :mod:`userland` testpmd,
+memtester and their libraries) and compiles the stressor;
+:func:`assemble` turns that into ``vmlinuz``, ``initrd.gz`` and
+``manifest.json`` in the image directory.  Nothing is installed on the
+host: the packages are only unpacked.
 
     python -m nova_rdt.lab.guest.image assemble --root R --stressor S OUT
     python -m nova_rdt.lab.guest.image show [DIR]
@@ -20,15 +22,19 @@ import os
 import sys
 
 from nova_rdt.lab.guest import cpio
+from nova_rdt.lab.guest import elfdeps
 from nova_rdt.lab.guest import kmod
+from nova_rdt.lab.guest import userland
 
 # What the forwarding role needs: the virtio NIC and its transport, the
-# kernel bridge, and uio_pci_generic for the later testpmd forwarder.
+# kernel bridge, and uio_pci_generic, which hands the NICs to testpmd.
 # Those built into the kernel are skipped (modules.builtin).
 MODULES = ("virtio_pci", "virtio_net", "bridge", "uio_pci_generic")
 ROLES = ("forward", "noisy", "probe")
-# Forwarders the image can run; testpmd-in-guest is a later step.
-FORWARDERS = ("kernel",)
+# The forwarders and noise makers the image can run, preferred first
+# (nova_rdt.forwarder= and nova_rdt.noisy= on the kernel command line).
+FORWARDERS = ("testpmd", "kernel")
+NOISY = ("memtester", "stressor")
 ENV_DIR = "NOVA_RDT_GUEST_DIR"
 INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "init.sh")
 
@@ -45,6 +51,7 @@ class GuestImage:
     kernel_version: str
     modules: tuple[str, ...]
     forwarders: tuple[str, ...]
+    noisy: tuple[str, ...] = ("stressor",)
 
 
 def default_dir() -> str:
@@ -74,7 +81,8 @@ def load(directory: str | None = None) -> GuestImage:
             initrd=os.path.join(directory, m["initrd"]),
             kernel_version=m["kernel_version"],
             modules=tuple(m["modules"]),
-            forwarders=tuple(m["forwarders"]))
+            forwarders=tuple(m["forwarders"]),
+            noisy=tuple(m.get("noisy", ["stressor"])))
     except (KeyError, TypeError) as e:
         raise ImageError(f"guest image manifest {manifest} lacks key {e}: "
                          "rebuild it with tools/build-guest-image.sh") \
@@ -102,14 +110,31 @@ def kernel_tree(root: str) -> tuple[str, str, str]:
 
 
 def initramfs_entries(busybox: bytes, stressor: bytes, init: bytes,
-                      modules: list[tuple[str, bytes]]) -> list[cpio.Entry]:
+                      modules: list[tuple[str, bytes]],
+                      user: userland.Userland | None = None) \
+        -> list[cpio.Entry]:
     """The initramfs tree.  /dev/console must exist before /init runs:
     the kernel opens it as init's stdin/stdout, and without it the
-    guest's lines would never reach the serial console."""
+    guest's lines would never reach the serial console.  Directories
+    come before what they hold: the kernel does not create parents."""
     E = cpio.Entry
-    entries = [E.directory(d) for d in
-               ("bin", "sbin", "dev", "proc", "sys", "tmp", "lib",
-                "lib/modules")]
+    dirs = ["bin", "sbin", "dev", "proc", "sys", "tmp", "lib",
+            "lib/modules", "etc", "var", "var/run", "mnt", "mnt/huge"]
+    extra: list[cpio.Entry] = []
+    if user is not None:
+        for path in sorted(user.files) + sorted(user.symlinks):
+            parts = path.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.append(d)
+        extra += [E.file(p, user.files[p], 0o755) for p in sorted(user.files)]
+        extra += [E.symlink(p, t) for p, t in sorted(user.symlinks.items())]
+        # /init passes these to testpmd as -d (EAL's own plugin
+        # directory is not packed).
+        extra.append(E.file("etc/dpdk-plugins", "".join(
+            p + "\n" for p in user.plugins).encode()))
+    entries = [E.directory(d) for d in dirs]
     entries += [
         E.chardev("dev/console", 5, 1),
         E.chardev("dev/null", 1, 3, 0o666),
@@ -121,7 +146,7 @@ def initramfs_entries(busybox: bytes, stressor: bytes, init: bytes,
                "".join(n + "\n" for n, _ in modules).encode()),
     ]
     entries += [E.file(f"lib/modules/{n}.ko", blob) for n, blob in modules]
-    return entries
+    return entries + extra
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -135,7 +160,10 @@ def assemble(root: str, stressor: str, out: str,
              kernel_package: str = "", init: str = INIT) -> GuestImage:
     """Builds the image in ``out`` from the packages unpacked in
     ``root`` (linux-image-*-cloud-amd64 and busybox-static) and the
-    static stressor binary."""
+    static stressor binary, and, when ``root`` holds dpdk-dev and
+    memtester (tools/build-guest-image.sh unpacks them), testpmd and
+    memtester with their libraries.  Without them the image has only
+    the kernel forwarder and the stressor."""
     version, vmlinuz, moddir = kernel_tree(root)
     busybox = os.path.join(root, "bin", "busybox")
     if not os.path.isfile(busybox):
@@ -151,7 +179,15 @@ def assemble(root: str, stressor: str, out: str,
         st = f.read()
     with open(init, "rb") as f:
         init_sh = f.read()
-    blob = cpio.archive(initramfs_entries(bb, st, init_sh, modules))
+    user = None
+    if os.path.exists(os.path.join(root, userland.PROGRAMS["testpmd"][1])):
+        try:
+            user = userland.collect(root)
+        except (userland.UserlandError, elfdeps.ElfError) as e:
+            raise ImageError(str(e)) from None
+    forwarders = FORWARDERS if user else ("kernel",)
+    noisy = NOISY if user else ("stressor",)
+    blob = cpio.archive(initramfs_entries(bb, st, init_sh, modules, user))
     os.makedirs(out, exist_ok=True)
     # mtime=0: the same inputs give the same bytes.
     _write_atomic(os.path.join(out, "initrd.gz"),
@@ -162,7 +198,9 @@ def assemble(root: str, stressor: str, out: str,
         "kernel": "vmlinuz", "initrd": "initrd.gz",
         "kernel_version": version, "kernel_package": kernel_package,
         "modules": [n for n, _ in modules],
-        "roles": list(ROLES), "forwarders": list(FORWARDERS),
+        "roles": list(ROLES), "forwarders": list(forwarders),
+        "noisy": list(noisy),
+        "dpdk_plugins": list(user.plugins) if user else [],
     }
     # The manifest goes last: its presence means the image is complete.
     _write_atomic(os.path.join(out, "manifest.json"),
@@ -194,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nova-rdt guest image: {e}", file=sys.stderr)
         return 1
     print(f"{img.directory}: kernel {img.kernel_version}, modules "
-          f"{','.join(img.modules)}, forwarders {','.join(img.forwarders)}")
+          f"{','.join(img.modules)}, forwarders {','.join(img.forwarders)}, "
+          f"noisy {','.join(img.noisy)}")
     return 0
 
 

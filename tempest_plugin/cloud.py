@@ -1,0 +1,303 @@
+"""The isolation procedure's cloud, through Tempest's clients.
+
+:class:`TempestCloud` implements
+:class:`nova_rdt.isolation.cloud.IsolationCloud` for a real cloud:
+flavors with the admin client, servers with the primary one in an
+affinity server group (the procedure still checks the host), the host
+from the admin view (``OS-EXT-SRV-ATTR:host``), load and port counters
+from server diagnostics (microversion 2.48: ``cpu_details``,
+``nic_details``), and RFC 2544 through the generator in
+``[nova_rdt] generator_config``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from oslo_log import log as logging
+from tempest.common import waiters
+from tempest.lib import exceptions as lib_exc
+from tempest.lib.common import api_microversion_fixture
+from tempest.lib.common.utils import data_utils
+from tempest.lib.common.utils import test_utils
+
+from nova_rdt.isolation import cloud as cloud_mod
+from nova_rdt.isolation import frames as frames_mod
+from nova_rdt.isolation import procedure
+from nova_rdt.isolation import userdata
+
+LOG = logging.getLogger(__name__)
+
+DIAGNOSTICS_MICROVERSION = "2.48"      # the standard diagnostics format
+KVM_MARK = "Hypervisor detected: KVM"
+
+
+def skip_reason(opts) -> str | None:
+    """Why the scenario cannot run with ``[nova_rdt]`` = ``opts``."""
+    if opts.generator == "none":
+        return ("no traffic generator configured ([nova_rdt] generator = "
+                "none)")
+    if not opts.generator_config:
+        return "[nova_rdt] generator_config is not set"
+    if not os.path.exists(opts.generator_config):
+        return (f"[nova_rdt] generator_config {opts.generator_config} "
+                f"does not exist")
+    if not opts.rdt_compute:
+        return ("no RDT-capable compute configured ([nova_rdt] "
+                "rdt_compute = False)")
+    if len(opts.dataplane_networks) != 2:
+        return ("[nova_rdt] dataplane_networks must list the forwarding "
+                "VM's two dataplane networks (UUIDs); it has "
+                f"{len(opts.dataplane_networks)}")
+    return None
+
+
+def settings_from_conf(opts) -> procedure.Settings:
+    """The procedure's settings from ``[nova_rdt]``; a bad value raises
+    ValueError naming the option."""
+    try:
+        sizes = tuple(int(s) for s in opts.frame_sizes)
+    except ValueError:
+        raise ValueError(f"[nova_rdt] frame_sizes: {opts.frame_sizes!r} "
+                         f"are not all integers") from None
+    common = {"hw:mem_page_size": opts.mem_page_size} \
+        if opts.mem_page_size else {}
+    try:
+        return procedure.Settings(
+            frame_sizes=sizes, loss_tolerance=opts.loss_tolerance,
+            forwarding_vcpus=opts.forwarding_vcpus,
+            forwarding_ram_mb=opts.forwarding_ram_mb,
+            noisy_vcpus=opts.noisy_vcpus, noisy_ram_mb=opts.noisy_ram_mb,
+            forwarding_l3_ways=opts.forwarding_l3_ways,
+            noisy_l3_ways=opts.noisy_l3_ways,
+            noisy_class=opts.noisy_class or None, common_specs=common,
+            noisy_load=opts.noisy_load,
+            noisy_memory_mb=opts.noisy_memory_mb,
+            forwarding_user_data=opts.forwarding_user_data or None,
+            noisy_user_data=opts.noisy_user_data or None,
+            settle_s=opts.settle_seconds,
+            max_latency_ratio=opts.max_latency_ratio,
+            max_p99_ratio=opts.max_p99_ratio,
+            # A real cloud with RDT: the ratio limits are the test.
+            enforce_ratios=True)
+    except ValueError as e:
+        # "isolation settings: <field> ..." -> the option's name.
+        raise ValueError(f"[nova_rdt] {e}".replace(
+            "isolation settings: ", "")) from None
+
+
+class TempestCloud:
+    """IsolationCloud on Tempest's service clients.
+
+    ``test``: the running scenario (its ``os_primary``/``os_admin``
+    clients, ``addCleanup`` as a second net under the procedure's own
+    clean-up).  ``conf``: Tempest's CONF.
+    """
+
+    def __init__(self, test, settings: procedure.Settings, conf,
+                 out_dir: str, sleep=time.sleep, clock=time.monotonic):
+        self.test, self.settings, self.conf = test, settings, conf
+        self.opts = conf.nova_rdt
+        self.out_dir = out_dir
+        self.sleep, self.clock = sleep, clock
+        self.flavors_client = test.os_admin.flavors_client
+        self.servers_client = test.os_primary.servers_client
+        self.admin_servers_client = test.os_admin.servers_client
+        self.groups_client = test.os_primary.server_groups_client
+        self.interfaces_client = test.os_primary.interfaces_client
+        self.roles: dict[str, str] = {}
+        self.runs = 0
+        self._group = None
+        self._consoles_talk = True
+        self._facts = {"accel": self.opts.accel or "unknown",
+                       "forwarder": "unknown", "rdt": "real"}
+
+    # -- facts --
+    def facts(self) -> dict:
+        return dict(self._facts)
+
+    def _console(self, server_id) -> str:
+        try:
+            return self.servers_client.get_console_output(
+                server_id)["output"] or ""
+        except lib_exc.RestClientException as e:
+            LOG.warning("no console output of %s: %s", server_id, e)
+            return ""
+
+    def _watch_console(self, server_id, role):
+        """Wait (up to workload_timeout) for the role's script to say on
+        the console that its workload started; learn the forwarder and
+        the accelerator from it.  Not fatal: a console that is not
+        captured says nothing, and the checks on the measurements still
+        tell whether the workload ran."""
+        mark = (userdata.FORWARDER_MARK if role == cloud_mod.FORWARDING
+                else userdata.NOISY_MARK)
+        # Once a console stayed silent, the cloud does not capture them:
+        # waiting again would only add workload_timeout per server.
+        wait = self.opts.workload_timeout if self._consoles_talk else 0
+        deadline = self.clock() + wait
+        while True:
+            text = self._console(server_id)
+            if not self.opts.accel and KVM_MARK in text:
+                self._facts["accel"] = "kvm"
+            if mark in text or self.clock() >= deadline:
+                break
+            self.sleep(5)
+        if mark not in text:
+            LOG.warning("the console of %s never said %r", server_id, mark)
+            self._consoles_talk = False
+        if role == cloud_mod.FORWARDING:
+            self._facts["forwarder"] = userdata.forwarder_from_console(text)
+
+    # -- flavors --
+    def create_flavor(self, name, vcpus, ram_mb, specs) -> str:
+        flavor = self.flavors_client.create_flavor(
+            name=data_utils.rand_name(name), ram=ram_mb, vcpus=vcpus,
+            disk=self.opts.disk_gb)["flavor"]
+        self.test.addCleanup(test_utils.call_and_ignore_notfound_exc,
+                             self.flavors_client.delete_flavor, flavor["id"])
+        if specs:
+            self.flavors_client.set_flavor_extra_spec(flavor["id"], **specs)
+        return flavor["id"]
+
+    def delete_flavor(self, flavor_id) -> None:
+        test_utils.call_and_ignore_notfound_exc(
+            self.flavors_client.delete_flavor, flavor_id)
+
+    # -- servers --
+    def _group_id(self) -> str:
+        if self._group is None:
+            group = self.groups_client.create_server_group(
+                name=data_utils.rand_name("rdt-isolation"),
+                policies=["affinity"])["server_group"]
+            self._group = group["id"]
+            self.test.addCleanup(test_utils.call_and_ignore_notfound_exc,
+                                 self.groups_client.delete_server_group,
+                                 self._group)
+        return self._group
+
+    def _networks(self, role) -> list[dict] | None:
+        mgmt = [self.opts.management_network] \
+            if self.opts.management_network else []
+        if role == cloud_mod.FORWARDING:
+            nets = mgmt + list(self.opts.dataplane_networks)
+        else:
+            nets = mgmt
+        return [{"uuid": n} for n in nets] or None
+
+    def boot(self, name, flavor_id, role) -> str:
+        image = ((self.opts.forwarding_image_ref
+                  if role == cloud_mod.FORWARDING
+                  else self.opts.noisy_image_ref)
+                 or self.conf.compute.image_ref)
+        kwargs = {"name": data_utils.rand_name(name), "flavorRef": flavor_id,
+                  "imageRef": image,
+                  "user_data": userdata.for_role(role, self.settings),
+                  "scheduler_hints": {"group": self._group_id()}}
+        networks = self._networks(role)
+        if networks:
+            kwargs["networks"] = networks
+        server = self.servers_client.create_server(**kwargs)["server"]
+        self.roles[server["id"]] = role
+        self.test.addCleanup(self._delete_quietly, server["id"])
+        return server["id"]
+
+    def wait_active(self, server_id) -> None:
+        waiters.wait_for_server_status(self.servers_client, server_id,
+                                       "ACTIVE")
+        self._watch_console(server_id, self.roles.get(server_id))
+
+    def host_of(self, server_id) -> str:
+        server = self.admin_servers_client.show_server(server_id)["server"]
+        return server["OS-EXT-SRV-ATTR:host"]
+
+    def pause(self, server_id) -> None:
+        self.servers_client.pause_server(server_id)
+        waiters.wait_for_server_status(self.servers_client, server_id,
+                                       "PAUSED")
+
+    def unpause(self, server_id) -> None:
+        self.servers_client.unpause_server(server_id)
+        waiters.wait_for_server_status(self.servers_client, server_id,
+                                       "ACTIVE")
+
+    def delete(self, server_id) -> None:
+        try:
+            self.servers_client.delete_server(server_id)
+        except lib_exc.NotFound:
+            return
+        waiters.wait_for_server_termination(self.servers_client, server_id)
+
+    def _delete_quietly(self, server_id):
+        try:
+            self.delete(server_id)
+        except lib_exc.NotFound:
+            pass
+
+    # -- measurements --
+    def measure(self, forwarding_id, frame_sizes, short) -> list[dict]:
+        from nova_rdt.rfc2544 import config as rcfg
+        from nova_rdt.rfc2544 import engine
+        from nova_rdt.rfc2544 import generators
+        from nova_rdt.rfc2544 import report
+
+        self.runs += 1
+        label = f"run-{self.runs}"
+        doc = rcfg.load_file(self.opts.generator_config)
+        doc.update({"label": label,
+                    "frame_sizes": [int(s) for s in frame_sizes],
+                    "loss_tolerance": self.settings.loss_tolerance,
+                    "trial_duration": self.opts.trial_duration,
+                    "latency_duration": self.opts.latency_duration})
+        if short:
+            doc.update(trial_duration=min(1.0, self.opts.trial_duration),
+                       latency_duration=min(1.0, self.opts.latency_duration))
+        doc.setdefault("generator", {})["type"] = self.opts.generator
+        cfg, spec = rcfg.parse(doc)
+        gen = generators.load(spec)
+        try:
+            result = engine.run(gen, cfg)
+        finally:
+            gen.close()
+        report.write(result, os.path.join(self.out_dir, "rfc2544", label))
+        return frames_mod.from_report(report.to_dict(result))
+
+    def _diagnostics(self, server_id) -> dict | None:
+        try:
+            with api_microversion_fixture.APIMicroversionFixture(
+                    compute_microversion=DIAGNOSTICS_MICROVERSION):
+                return self.admin_servers_client.show_server_diagnostics(
+                    server_id)
+        except lib_exc.RestClientException as e:
+            LOG.warning("no diagnostics of %s: %s", server_id, e)
+            return None
+
+    def _dataplane_macs(self, server_id) -> set[str]:
+        ifaces = self.interfaces_client.list_interfaces(
+            server_id)["interfaceAttachments"]
+        nets = set(self.opts.dataplane_networks)
+        return {i["mac_addr"].lower() for i in ifaces
+                if i.get("net_id") in nets}
+
+    def port_counters(self, server_id) -> dict | None:
+        diag = self._diagnostics(server_id)
+        if not diag or not diag.get("nic_details"):
+            return None
+        macs = self._dataplane_macs(server_id)
+        nics = [n for n in diag["nic_details"]
+                if (n.get("mac_address") or "").lower() in macs]
+        if not nics or any(n.get("rx_packets") is None
+                           or n.get("tx_packets") is None for n in nics):
+            return None
+        # libvirt reports interface statistics as the guest sees them.
+        return {"rx": sum(n["rx_packets"] for n in nics),
+                "tx": sum(n["tx_packets"] for n in nics)}
+
+    def load(self, server_id) -> dict | None:
+        diag = self._diagnostics(server_id)
+        cpus = (diag or {}).get("cpu_details") or []
+        times = [c.get("time") for c in cpus]
+        if not times or any(t is None for t in times):
+            return None
+        return {"cpu_time_ns": sum(times), "state": diag.get("state")}
