@@ -15,10 +15,12 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 src=$top/nova_rdt/rfc2544/generators/native/pktgen.c
+hdr=$top/nova_rdt/rfc2544/generators/native/pacer.h
 bindir=${1:-${NOVA_RDT_NATIVE_BINDIR:-$top/.venv/bin}}
 out=$bindir/nova-rdt-pktgen
 
-if [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt "$0" ]; then
+if [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt "$hdr" ] &&
+   [ "$out" -nt "$0" ]; then
     # Up to date: say nothing, as the rest of the set-up does.
     exit 0
 fi
@@ -29,7 +31,7 @@ fi
 mkdir -p "$bindir"
 tmp=$(mktemp "$bindir/.nova-rdt-pktgen.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-"${CC:-gcc}" -O2 -g -Wall -Wextra -Werror -std=gnu11 -o "$tmp" "$src"
+"${CC:-gcc}" -O2 -g -Wall -Wextra -Werror -std=gnu11 -pthread -o "$tmp" "$src"
 chmod 0755 "$tmp"
 mv -f "$tmp" "$out"
 trap - EXIT

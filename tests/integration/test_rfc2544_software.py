@@ -16,6 +16,7 @@ import sys
 import pytest
 import yaml
 
+from nova_rdt.rfc2544.generators.software import cpus_beside
 from tests.integration.conftest import finish_lab
 from tests.integration.conftest import lab_skip_reason
 from tests.integration.conftest import start_lab
@@ -49,7 +50,9 @@ def test_short_rfc2544_across_ovs_dpdk(lab, tmp_path):
                          "tx_interface": lab.traffic.pairs[0][1],
                          "rx_interface": lab.traffic.pairs[1][1],
                          "netns": lab.traffic.name,
-                         "max_rate_pps": 1_000_000}}
+                         "max_rate_pps": 1_000_000,
+                         # Off the PMD's core, which it would starve.
+                         "cpus": cpus_beside(lab.ovs.pmd_cpu_mask)}}
     path = tmp_path / "rfc2544.yaml"
     path.write_text(yaml.safe_dump(cfg))
     res = subprocess.run(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 
@@ -36,6 +37,16 @@ class GeneratorError(RuntimeError):
     pass
 
 
+def cpus_beside(busy_mask: int) -> list[int] | None:
+    """The CPUs this process may use outside ``busy_mask`` (say, the
+    OVS-DPDK PMD cores), for ``SoftwareGenerator(cpus=...)``: a sender on
+    a PMD's core starves the very forwarder it measures.  None when no
+    CPU is left (then the generator runs unpinned)."""
+    free = sorted(c for c in os.sched_getaffinity(0)
+                  if not busy_mask >> c & 1)
+    return free or None
+
+
 class SoftwareGenerator(TrafficGenerator):
     name = "software"
 
@@ -44,7 +55,8 @@ class SoftwareGenerator(TrafficGenerator):
                  dst_mac: str | None = None, probe_rate_pps: float = 1000,
                  python: str = sys.executable, timeout_margin: float = 30,
                  flows: int = 2000, bidirectional: bool = False,
-                 sender: str = "auto", bulk_dst_mac: str | None = None):
+                 sender: str = "auto", bulk_dst_mac: str | None = None,
+                 cpus=None, threads: int = 0):
         for key, value in (("max_rate_pps", max_rate_pps),
                            ("probe_rate_pps", probe_rate_pps),
                            ("timeout_margin", timeout_margin)):
@@ -57,6 +69,20 @@ class SoftwareGenerator(TrafficGenerator):
             raise ValueError("flows must be an integer, 1-65536")
         if sender not in ("auto", "native", "python"):
             raise ValueError("sender must be auto, native or python")
+        if cpus is not None:
+            try:
+                cpus = None if isinstance(cpus, (str, bytes)) else \
+                    sorted(set(cpus))
+            except TypeError:
+                cpus = None
+            if not cpus or not all(isinstance(c, int) and
+                                   not isinstance(c, bool) and c >= 0
+                                   for c in cpus):
+                raise ValueError("cpus must be a list of CPU numbers")
+        if isinstance(threads, bool) or not isinstance(threads, int) or \
+                not 0 <= threads <= 16:
+            raise ValueError("threads must be an integer, 0-16 (0: one "
+                             "per CPU it may use)")
         for key, value in (("tx_interface", tx_interface),
                            ("rx_interface", rx_interface)):
             if not isinstance(value, str) or not value:
@@ -71,6 +97,8 @@ class SoftwareGenerator(TrafficGenerator):
         self.flows = flows
         self.bidirectional = bool(bidirectional)
         self.sender = sender
+        self.cpus = cpus
+        self.threads = threads
         self.sender_used: str | None = None
 
     def max_rate_pps(self, frame_size: int) -> float:
@@ -90,6 +118,10 @@ class SoftwareGenerator(TrafficGenerator):
             argv += ["--bulk-dst-mac", self.bulk_dst_mac]
         if self.bidirectional:
             argv.append("--bidirectional")
+        if self.cpus:
+            argv += ["--cpus", ",".join(map(str, self.cpus))]
+        if self.threads:
+            argv += ["--threads", str(self.threads)]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         try:

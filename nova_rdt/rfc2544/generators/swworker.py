@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -179,6 +180,8 @@ def _native_sender(path, args, size, probe):
             "--size", str(size), "--flows", str(args.flows)]
     if args.bulk_dst_mac:
         argv += ["--dst-mac", args.bulk_dst_mac]
+    if args.threads:
+        argv += ["--threads", str(args.threads)]
     stop = threading.Event()
     prober = None
     if args.probe_rate:
@@ -269,9 +272,21 @@ def main(argv=None) -> int:
                          "(default: varied per flow, of no interface)")
     ap.add_argument("--sender", choices=["auto", "native", "python"],
                     default="auto")
+    ap.add_argument("--cpus",
+                    help="CPUs to run on, comma-separated (the compiled "
+                         "sender runs a thread per CPU)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="sending threads of the compiled sender "
+                         "(default: one per CPU)")
     ap.add_argument("--settle", type=float, default=0.2)
     ap.add_argument("--drain", type=float, default=0.2)
     args = ap.parse_args(argv)
+    if args.cpus:
+        try:
+            cpus = {int(c) for c in args.cpus.split(",")}
+            os.sched_setaffinity(0, cpus)
+        except (ValueError, OSError) as e:
+            ap.error(f"--cpus {args.cpus}: {e}")
     json.dump(run(args), sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -11,6 +11,7 @@ from nova_rdt.rfc2544 import engine
 from nova_rdt.rfc2544 import report
 from nova_rdt.rfc2544 import search
 from nova_rdt.rfc2544.generators.software import SoftwareGenerator
+from nova_rdt.rfc2544.generators.software import cpus_beside
 
 # The seed's frame sizes (ONP app note, Table 3-2) and its 2000 flows.
 SEED_FRAME_SIZES = (64, 256, 1024, 1512)
@@ -40,17 +41,20 @@ def progress_line(ev: dict) -> str | None:
 
 def run(lab, out_dir: str, short: bool, say) -> dict:
     """The run; returns its report document (report.to_dict)."""
+    # Off the PMD cores: a sender sharing a PMD's core starves the
+    # forwarder it measures.
+    cpus = cpus_beside(lab.ovs.pmd_cpu_mask)
     gen = SoftwareGenerator(lab.traffic.pairs[0][1], lab.traffic.pairs[1][1],
                             netns=lab.traffic.name, flows=FLOWS,
-                            bidirectional=True)
+                            bidirectional=True, cpus=cpus)
 
     def progress(ev):
         line = progress_line(ev)
         if line is not None:
             say(line)
 
-    say(f"RFC 2544 (software generator, {FLOWS} flows both ways) "
-        f"across OVS-DPDK:")
+    say(f"RFC 2544 (software generator, {FLOWS} flows both ways, on CPUs "
+        f"{','.join(map(str, cpus)) if cpus else 'any'}) across OVS-DPDK:")
     result = engine.run(gen, config(short), progress)
     report.write(result, os.path.join(out_dir, "rfc2544"))
     return report.to_dict(result)

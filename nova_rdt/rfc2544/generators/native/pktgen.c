@@ -6,6 +6,7 @@
  *
  *   nova-rdt-pktgen --tx IF[,IF2] --rate PPS --duration S --size BYTES
  *                   [--flows N] [--dst-mac MAC[,MAC2]] [--batch N]
+ *                   [--threads N] [--window S]
  *
  * With two interfaces both directions run at once, each at half the
  * rate.  Frames are IPv4/UDP; flow i varies the source MAC, the source
@@ -13,28 +14,31 @@
  * --dst-mac fixes it), so a switch's exact-match and megaflow caches see
  * real flow churn.
  *
- * Fast path: a PACKET_MMAP TX ring (TPACKET_V2) per interface with
- * PACKET_QDISC_BYPASS; frames are written into ring slots and handed to
- * the kernel in batches with one sendto() each.
+ * Fast path: sending threads (by default one per CPU this process may
+ * run on, at least one per interface), each with its own PACKET_MMAP TX
+ * ring (TPACKET_V2, PACKET_QDISC_BYPASS) on its interface: frames are
+ * copied from prebuilt per-flow templates into ring slots and handed to
+ * the kernel in batches, one sendto() each.  Nearly all of a frame's cost
+ * is the kernel's (an skb, the veth, the receiver's softirq on the same
+ * CPU), so more frames per second need more CPUs, not less user code.
  *
- * Rate control: frame n is due at start + n / rate.  The loop sends what
- * is due (at most a batch), then sleeps until the next batch is due, so
- * the offered rate holds at any rate the machine can reach; when it
- * cannot keep up it sends back to back and says so by sending less, and
- * after being kept off the CPU it does not make up for the lost time in
- * one burst.
+ * Rate control (pacer.h): one pacer per interface, shared by its
+ * threads, so any of them sends what is due; kept off the CPU, they make
+ * up to --window seconds of owed frames at once (late) and give up the
+ * rest (skipped), so the trial's count of frames sent is rate x duration
+ * whenever the rate can be reached, and says by how much it fell short
+ * when it cannot.
  *
- * Prints one JSON object: frames handed to each ring, frames the kernel
- * refused, the real elapsed time.
+ * Prints one JSON object: frames handed to the kernel, refused, late,
+ * skipped and still owed at the end, the real elapsed time.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
-#include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <linux/virtio_net.h>
 #include <net/if.h>
-#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,25 +50,40 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pacer.h"
+
 #define MAX_IF 2
+#define MAX_THREADS 16
 #define MAX_FLOWS 65536
 #define MAX_FRAME 1518
 #define FCS 4
 #define SLOT 2048
 #define SLOTS 1024                 /* per ring */
-#define MAX_BATCH 256
-/* At most this much owed traffic is made up in one go (see main). */
-#define LIMIT_S 1e-3
+#define MAX_BATCH 256              /* frames per sendto() when behind */
 
-struct ring {
+struct port {                      /* one interface, one direction */
 	const char *name;
+	unsigned char src[6], dst[6];
+	uint8_t *templates;        /* flows * frame bytes */
+	/* One pacer for the port's threads, so that one kept off its CPU
+	 * leaves its share to the others rather than giving it up. */
+	pthread_mutex_t lock;
+	struct pacer pacer;
+};
+
+struct worker {                    /* one thread, one TX ring */
+	struct port *port;
 	int fd;
 	uint8_t *map;
-	unsigned head;                 /* next slot to fill */
-	unsigned char src[6], dst[6];
-	uint64_t sent, refused;
-	uint8_t *templates;            /* flows * frame bytes */
+	unsigned head;             /* next slot to fill */
+	uint64_t refused, flow, pending, loops_behind;
+	pthread_t thread;
 };
+
+static int size = 64;
+static unsigned flows = 1;
+static double start_time;
+static pthread_barrier_t ready;
 
 static void die(const char *what, const char *name)
 {
@@ -77,7 +96,8 @@ static void usage(const char *why)
 {
 	fprintf(stderr, "nova-rdt-pktgen: %s\nusage: nova-rdt-pktgen --tx "
 		"IF[,IF2] --rate PPS --duration S --size BYTES [--flows N] "
-		"[--dst-mac MAC[,MAC2]] [--batch N]\n", why);
+		"[--dst-mac MAC[,MAC2]] [--batch N] [--threads N] "
+		"[--window S]\n", why);
 	exit(2);
 }
 
@@ -128,8 +148,7 @@ static uint16_t ip_checksum(const uint8_t *p, int len)
 }
 
 /* Flow i of direction d: MAC, IPs and ports all vary with i. */
-static void build(uint8_t *f, const struct ring *r, int d, unsigned i,
-		  int size)
+static void build(uint8_t *f, const struct port *r, int d, unsigned i)
 {
 	int len = size - FCS;
 	uint8_t *ip = f + 14, *udp = ip + 20;
@@ -167,7 +186,7 @@ static void build(uint8_t *f, const struct ring *r, int d, unsigned i,
 	udp[5] = (len - 34) & 0xff;
 }
 
-static void open_ring(struct ring *r)
+static void open_ring(struct worker *w)
 {
 	int v = TPACKET_V2, one = 1;
 	struct tpacket_req req = {
@@ -175,57 +194,57 @@ static void open_ring(struct ring *r)
 		.tp_frame_size = SLOT, .tp_frame_nr = SLOTS,
 	};
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	const char *name = w->port->name;
 
 	/* Protocol 0: this socket receives nothing, it only sends. */
-	r->fd = socket(AF_PACKET, SOCK_RAW, 0);
-	if (r->fd < 0)
+	w->fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (w->fd < 0)
 		die("socket(AF_PACKET) (needs CAP_NET_RAW)", NULL);
-	if (setsockopt(r->fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)))
-		die("PACKET_VERSION", r->name);
+	if (setsockopt(w->fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)))
+		die("PACKET_VERSION", name);
 	/* A virtio-net header whose hdr_len is the whole frame makes the
 	 * kernel copy the frame into the skb's head instead of pointing
 	 * page fragments at the ring: a veth would copy those again
 	 * (skb_copy_ubufs, a page allocation per frame). */
-	if (setsockopt(r->fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)))
-		die("PACKET_VNET_HDR", r->name);
-	if (setsockopt(r->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one,
+	if (setsockopt(w->fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)))
+		die("PACKET_VNET_HDR", name);
+	if (setsockopt(w->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one,
 		       sizeof(one)))
-		die("PACKET_QDISC_BYPASS", r->name);
-	if (setsockopt(r->fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof(req)))
-		die("PACKET_TX_RING", r->name);
-	r->map = mmap(NULL, (size_t)SLOT * SLOTS, PROT_READ | PROT_WRITE,
-		      MAP_SHARED, r->fd, 0);
-	if (r->map == MAP_FAILED)
-		die("mmap of the TX ring", r->name);
-	sll.sll_ifindex = if_nametoindex(r->name);
+		die("PACKET_QDISC_BYPASS", name);
+	if (setsockopt(w->fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof(req)))
+		die("PACKET_TX_RING", name);
+	w->map = mmap(NULL, (size_t)SLOT * SLOTS, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, w->fd, 0);
+	if (w->map == MAP_FAILED)
+		die("mmap of the TX ring", name);
+	sll.sll_ifindex = if_nametoindex(name);
 	if (!sll.sll_ifindex)
-		die("no interface", r->name);
-	if (bind(r->fd, (struct sockaddr *)&sll, sizeof(sll)))
-		die("bind", r->name);
+		die("no interface", name);
+	if (bind(w->fd, (struct sockaddr *)&sll, sizeof(sll)))
+		die("bind", name);
 }
 
-static inline struct tpacket2_hdr *slot(struct ring *r, unsigned i)
+static inline struct tpacket2_hdr *slot(struct worker *w, unsigned i)
 {
-	return (struct tpacket2_hdr *)(r->map + (size_t)(i % SLOTS) * SLOT);
+	return (struct tpacket2_hdr *)(w->map + (size_t)(i % SLOTS) * SLOT);
 }
 
-/* Fill up to n free slots with the next flows' frames; hand them over. */
-static unsigned push(struct ring *r, unsigned n, int size, unsigned flows,
-		     uint64_t *flow)
+/* Fill up to n free slots with the next flows' frames; hand them over.
+ * Returns how many the kernel took. */
+static unsigned push(struct worker *w, unsigned n)
 {
 	unsigned done = 0;
 	int len = size - FCS;
 
 	while (done < n) {
-		struct tpacket2_hdr *h = slot(r, r->head);
+		struct tpacket2_hdr *h = slot(w, w->head);
 		unsigned status = __atomic_load_n(&h->tp_status,
 						  __ATOMIC_ACQUIRE);
 
-		if (status == TP_STATUS_WRONG_FORMAT) {
-			r->refused++;
-		} else if (status != TP_STATUS_AVAILABLE) {
+		if (status == TP_STATUS_WRONG_FORMAT)
+			w->refused++;
+		else if (status != TP_STATUS_AVAILABLE)
 			break;                  /* ring full: kernel behind */
-		}
 		uint8_t *data = (uint8_t *)h + TPACKET2_HDRLEN -
 			sizeof(struct sockaddr_ll);
 		struct virtio_net_hdr *vh = (struct virtio_net_hdr *)data;
@@ -233,23 +252,23 @@ static unsigned push(struct ring *r, unsigned n, int size, unsigned flows,
 		memset(vh, 0, sizeof(*vh));
 		vh->hdr_len = len;              /* little-endian hosts */
 		memcpy(data + sizeof(*vh),
-		       r->templates + (size_t)(*flow % flows) * len, len);
-		(*flow)++;
+		       w->port->templates + (size_t)(w->flow % flows) * len,
+		       len);
+		w->flow++;
 		h->tp_len = sizeof(*vh) + len;
 		__atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST,
 				 __ATOMIC_RELEASE);
-		r->head++;
+		w->head++;
 		done++;
 	}
-	if (done && sendto(r->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
+	if (done && sendto(w->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
 	    errno != EAGAIN && errno != ENOBUFS)
-		die("sendto", r->name);
-	r->sent += done;
+		die("sendto", w->port->name);
 	return done;
 }
 
-/* Frames still in the ring when time is up are not counted as sent. */
-static void drain(struct ring *r)
+/* Frames still in the ring when time is up were not sent. */
+static uint64_t drain(struct worker *w)
 {
 	double until = now_s() + 1.0;
 
@@ -257,31 +276,91 @@ static void drain(struct ring *r)
 		unsigned pending = 0;
 
 		for (unsigned i = 0; i < SLOTS; i++) {
-			unsigned s = __atomic_load_n(&slot(r, i)->tp_status,
+			unsigned s = __atomic_load_n(&slot(w, i)->tp_status,
 						     __ATOMIC_ACQUIRE);
 			if (s & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING))
 				pending++;
 		}
-		if (!pending || now_s() > until) {
-			r->sent -= pending;
-			return;
-		}
-		sendto(r->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+		if (!pending || now_s() > until)
+			return pending;
+		sendto(w->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 		usleep(100);
 	}
 }
 
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+	struct port *port = w->port;
+	struct pacer *p = &port->pacer;
+
+	pthread_barrier_wait(&ready);
+	for (;;) {
+		double t, next;
+		uint64_t n = 0, owed;
+
+		pthread_mutex_lock(&port->lock);
+		t = now_s() - start_time;
+		if (pacer_done(p, t)) {
+			pthread_mutex_unlock(&port->lock);
+			break;
+		}
+		owed = pacer_owed(p, t);
+		/* Behind: whole rings' worth per sendto(). */
+		n = pacer_plan(p, t, owed > 2 * p->batch ? MAX_BATCH
+							   : p->batch);
+		/* Counted as sent now, so no other thread sends them too. */
+		pacer_sent(p, t, n);
+		next = pacer_next(p);
+		pthread_mutex_unlock(&port->lock);
+		if (n) {
+			unsigned k = push(w, (unsigned)n);
+
+			if (owed > 2 * p->batch)
+				w->loops_behind++;
+			if (k < n) {
+				pthread_mutex_lock(&port->lock);
+				pacer_unsend(p, n - k);
+				pthread_mutex_unlock(&port->lock);
+			}
+			continue;
+		}
+		/* Sleep until the next batch is due (or the trial's end). */
+		double gap = next - (now_s() - start_time);
+
+		if (gap > p->duration - t)
+			gap = p->duration - t;
+		if (gap > 5e-6) {
+			struct timespec ts = {
+				.tv_sec = (time_t)gap,
+				.tv_nsec = (long)((gap - (time_t)gap) * 1e9),
+			};
+			nanosleep(&ts, NULL);
+		}
+	}
+	w->pending = drain(w);
+	return NULL;
+}
+
+static int cpus_allowed(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return CPU_COUNT(&set);
+}
+
 int main(int argc, char **argv)
 {
-	struct ring rings[MAX_IF] = {0};
-	int nif = 0, size = 64, batch = 0, have_dst = 0;
-	unsigned flows = 1;
-	double rate = 0, duration = 0;
-	char *txs = NULL, *dsts = NULL;
+	static struct port ports[MAX_IF];
+	static struct worker workers[MAX_THREADS];
+	int nif = 0, batch = 0, have_dst = 0, threads = 0;
+	double rate = 0, duration = 0, window = 0.05;
+	char *txs = NULL, *dsts = NULL, *end;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
 
 		if (!v)
 			usage("every option takes a value");
@@ -293,12 +372,16 @@ int main(int argc, char **argv)
 			rate = strtod(v, &end);
 		else if (!strcmp(a, "--duration"))
 			duration = strtod(v, &end);
+		else if (!strcmp(a, "--window"))
+			window = strtod(v, &end);
 		else if (!strcmp(a, "--size"))
 			size = atoi(v);
 		else if (!strcmp(a, "--flows"))
 			flows = strtoul(v, &end, 10);
 		else if (!strcmp(a, "--batch"))
 			batch = atoi(v);
+		else if (!strcmp(a, "--threads"))
+			threads = atoi(v);
 		else
 			usage("unknown option");
 		i++;
@@ -309,28 +392,32 @@ int main(int argc, char **argv)
 		usage("--rate must be in (0, 1e9) frames per second");
 	if (!(duration > 0 && duration <= 86400))
 		usage("--duration must be in (0, 86400] seconds");
+	if (!(window >= 0 && window <= 1))
+		usage("--window must be in [0, 1] seconds");
 	if (size < 64 || size > MAX_FRAME)
 		usage("--size must be 64-1518 bytes");
 	if (flows < 1 || flows > MAX_FLOWS)
 		usage("--flows must be 1-65536");
 	if (batch < 0 || batch > SLOTS / 2)
 		usage("--batch must be 0-512 (0: by rate)");
+	if (threads < 0 || threads > MAX_THREADS)
+		usage("--threads must be 0-16 (0: one per CPU)");
 	for (char *tok = strtok(txs, ","); tok; tok = strtok(NULL, ",")) {
 		if (nif == MAX_IF)
 			usage("at most two --tx interfaces");
-		rings[nif++].name = tok;
+		ports[nif++].name = tok;
 	}
 	if (dsts) {
 		int k = 0;
 
 		for (char *tok = strtok(dsts, ","); tok && k < nif;
 		     tok = strtok(NULL, ","), k++)
-			if (parse_mac(tok, rings[k].dst))
+			if (parse_mac(tok, ports[k].dst))
 				usage("--dst-mac takes MAC[,MAC]");
 		have_dst = k;
 	}
 	for (int k = 0; k < nif; k++) {
-		read_mac(rings[k].name, rings[k].src);
+		read_mac(ports[k].name, ports[k].src);
 		if (k >= have_dst) {
 			/* By default, locally administered unicast MACs of no
 			 * interface, varied per flow: a receiving veth then
@@ -338,106 +425,101 @@ int main(int argc, char **argv)
 			 * receive side costs the generator's CPU little. */
 			static const unsigned char base[6] = {
 				0x02, 0x4e, 0x52, 0, 0, 0 };
-			memcpy(rings[k].dst, base, 6);
+			memcpy(ports[k].dst, base, 6);
 		}
-		rings[k].templates = malloc((size_t)flows * (size - FCS));
-		if (!rings[k].templates)
+		ports[k].templates = malloc((size_t)flows * (size - FCS));
+		if (!ports[k].templates)
 			die("malloc", NULL);
 		for (unsigned i = 0; i < flows; i++)
-			build(rings[k].templates + (size_t)i * (size - FCS),
-			      &rings[k], k, i, size);
-		open_ring(&rings[k]);
+			build(ports[k].templates + (size_t)i * (size - FCS),
+			      &ports[k], k, i);
 	}
+	/* Threads: a whole number per interface, so both directions get the
+	 * same share of the CPUs. */
+	if (!threads)
+		threads = cpus_allowed();
+	threads = (threads + nif - 1) / nif * nif;
+	if (threads > MAX_THREADS)
+		threads = MAX_THREADS / nif * nif;
+	double port_rate = rate / nif;
+
 	/* A batch is ~20 us of traffic: big enough to amortise sendto(),
 	 * small enough that the bursts stay short. */
 	if (!batch) {
-		batch = (int)(rate / nif * 20e-6);
+		batch = (int)(port_rate * 20e-6);
 		batch = batch < 1 ? 1 : batch > 128 ? 128 : batch;
 	}
-
 	/* Sleeps end within a microsecond, not the default 50 us slack; and
 	 * a busy host preempts a paced sender less at nice -10 (when
-	 * allowed; it sleeps between batches, so it starves no one). */
+	 * allowed; it sleeps between batches, so it starves no one).  Both
+	 * are inherited by the threads. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	if (setpriority(PRIO_PROCESS, 0, -10))
 		errno = 0;
-	uint64_t due_total = 0, flow[MAX_IF] = {0}, behind = 0;
-	double per_if = rate / nif;
-	double start = now_s(), end = start + duration, t;
-
-	/* Frames owed after the sender was kept off the CPU are forgiven
-	 * beyond LIMIT_S of traffic (or MAX_BATCH frames): sending them all at once would be a
-	 * burst the DUT sees as overload.  They count as not sent, so the
-	 * achieved rate (what the search trusts) stays true. */
-	uint64_t limit = (uint64_t)(per_if * LIMIT_S);
-	uint64_t skipped[MAX_IF] = {0};
-
-	if (limit < MAX_BATCH)
-		limit = MAX_BATCH;      /* a burst no bigger than at saturation */
-	while ((t = now_s()) < end) {
-		uint64_t due = (uint64_t)((t - start) * per_if) + 1;
-		int idle = 1;
-
-		for (int k = 0; k < nif; k++) {
-			struct ring *r = &rings[k];
-			if (r->sent + skipped[k] + limit < due)
-				skipped[k] = due - r->sent - limit;
-			if (r->sent + skipped[k] < due) {
-				uint64_t want = due - r->sent - skipped[k];
-				/* Behind: whole rings' worth per sendto(). */
-				uint64_t most = want > 2 * (uint64_t)batch ?
-					MAX_BATCH : (uint64_t)batch;
-				unsigned n = (unsigned)(want < most ? want : most);
-				if (push(r, n, size, flows, &flow[k]))
-					idle = 0;
-				if (want > 2 * (uint64_t)batch)
-					behind++;
-			}
-		}
-		if (idle) {
-			/* Sleep until the next batch is due (or time is up). */
-			uint64_t least = rings[0].sent + skipped[0];
-			for (int k = 1; k < nif; k++)
-				if (rings[k].sent + skipped[k] < least)
-					least = rings[k].sent + skipped[k];
-			double next = start + (least + batch) / per_if;
-			if (next > end)
-				next = end;
-			double gap = next - now_s();
-			if (gap > 5e-6) {
-				struct timespec ts = {
-					.tv_sec = (time_t)gap,
-					.tv_nsec = (long)((gap - (time_t)gap) * 1e9),
-				};
-				nanosleep(&ts, NULL);
-			}
-		}
-		due_total = due;
-	}
-	double elapsed = now_s() - start;
-	uint64_t total = 0, refused = 0, forgiven = 0, owed = 0;
+	/* The trial's frames split exactly between the interfaces. */
+	uint64_t total = (uint64_t)(rate * duration + 0.5);
 
 	for (int k = 0; k < nif; k++) {
-		drain(&rings[k]);
-		total += rings[k].sent;
-		refused += rings[k].refused;
-		forgiven += skipped[k];
-		/* Due when time ran out but neither sent nor forgiven. */
-		if (due_total > rings[k].sent + skipped[k])
-			owed += due_total - rings[k].sent - skipped[k];
+		pacer_init(&ports[k].pacer, port_rate, duration, window, batch);
+		ports[k].pacer.total = total / nif + ((uint64_t)k < total % nif);
+		pthread_mutex_init(&ports[k].lock, NULL);
 	}
-	printf("{\"sent\": %llu, \"refused\": %llu, \"skipped\": %llu, "
-	       "\"owed\": %llu, \"duration\": %.9f, "
-	       "\"offered_pps\": %.3f, \"achieved_pps\": %.3f, "
-	       "\"due\": %llu, \"behind_loops\": %llu, \"flows\": %u, "
-	       "\"batch\": %d, \"interfaces\": %d, \"sent_per_interface\": [",
-	       (unsigned long long)total, (unsigned long long)refused,
-	       (unsigned long long)forgiven, (unsigned long long)owed, elapsed, rate, total / elapsed,
-	       (unsigned long long)(due_total * nif),
-	       (unsigned long long)behind, flows, batch, nif);
+	for (int i = 0; i < threads; i++) {
+		struct worker *w = &workers[i];
+
+		w->port = &ports[i % nif];
+		/* Threads of one port start at different flows. */
+		w->flow = (uint64_t)(i / nif) * flows / (threads / nif);
+		open_ring(w);
+	}
+	if (pthread_barrier_init(&ready, NULL, threads + 1))
+		die("pthread_barrier_init", NULL);
+	for (int i = 0; i < threads; i++)
+		if ((errno = pthread_create(&workers[i].thread, NULL, run,
+					    &workers[i])))
+			die("pthread_create", NULL);
+	start_time = now_s();
+	pthread_barrier_wait(&ready);
+	for (int i = 0; i < threads; i++)
+		pthread_join(workers[i].thread, NULL);
+	double elapsed = now_s() - start_time;
+	uint64_t sent = 0, refused = 0, skipped = 0, late = 0, owed = 0;
+	uint64_t behind = 0, per_if[MAX_IF] = {0};
+
+	for (int k = 0; k < nif; k++) {
+		struct pacer *p = &ports[k].pacer;
+
+		per_if[k] = p->sent;
+		skipped += p->skipped;
+		late += p->late;
+		/* Due but neither sent nor given up: still owed at the end. */
+		owed += pacer_unsent(p);
+	}
+	for (int i = 0; i < threads; i++) {
+		struct worker *w = &workers[i];
+
+		/* Left in the ring when time was up: not sent, still owed. */
+		per_if[i % nif] -= w->pending;
+		owed += w->pending;
+		refused += w->refused;
+		behind += w->loops_behind;
+	}
 	for (int k = 0; k < nif; k++)
-		printf("%s%llu", k ? ", " : "",
-		       (unsigned long long)rings[k].sent);
+		sent += per_if[k];
+	printf("{\"sent\": %llu, \"refused\": %llu, \"skipped\": %llu, "
+	       "\"late\": %llu, \"owed\": %llu, \"due\": %llu, "
+	       "\"duration\": %.9f, \"trial_duration\": %.9f, "
+	       "\"window\": %.6f, \"offered_pps\": %.3f, "
+	       "\"achieved_pps\": %.3f, \"behind_loops\": %llu, "
+	       "\"flows\": %u, \"batch\": %d, \"threads\": %d, "
+	       "\"interfaces\": %d, \"sent_per_interface\": [",
+	       (unsigned long long)sent, (unsigned long long)refused,
+	       (unsigned long long)skipped, (unsigned long long)late,
+	       (unsigned long long)owed, (unsigned long long)total, elapsed,
+	       duration, window, rate, sent / elapsed,
+	       (unsigned long long)behind, flows, batch, threads, nif);
+	for (int k = 0; k < nif; k++)
+		printf("%s%llu", k ? ", " : "", (unsigned long long)per_if[k]);
 	printf("]}\n");
 	return 0;
 }
