@@ -17,11 +17,11 @@ import dataclasses
 import json
 import logging
 import os
-import tempfile
 
 from nova_rdt.allocation import naming
 from nova_rdt.controller import layout
 from nova_rdt.host import procinfo
+from nova_rdt.host import records
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.schemata import Schemata
@@ -138,19 +138,9 @@ def load(path: str) -> State | None:
 def save(path: str, state: State) -> None:
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".controller.", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(state.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # Durable, not just atomic: restore() must find the static values
+    # after a power cut too.  0600 as tempfile.mkstemp made it before.
+    records.write_durably(path, state.to_json().encode(), mode=0o600)
 
 
 def checked_static(fs, caps, name: str,

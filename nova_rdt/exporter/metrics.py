@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from nova_rdt.exporter import waymap
 from nova_rdt.exporter.live import LiveView
+from nova_rdt.host import recovery
 
 P = "nova_rdt_"
 GROUP_LABELS = ["group", "kind", "instance_uuid", "instance_name", "flavor"]
@@ -96,6 +97,13 @@ class RdtCollector(Collector):
         for name, test in FEATURES.items():
             feat.add_metric([name], 1 if s.caps and test(s.caps) else 0)
         yield feat
+        deg = GaugeMetricFamily(
+            P + "degraded", "1 while nova-rdt cannot repair this (see "
+            "doc/source/recovery.rst); every reason seen here is listed",
+            labels=["reason"])
+        for reason in recovery.OBSERVABLE:
+            deg.add_metric([reason], 1 if reason in s.degraded else 0)
+        yield deg
 
     def _groups(self, s, bw):
         caps = s.caps

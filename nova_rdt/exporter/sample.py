@@ -18,6 +18,7 @@ import time
 
 from nova_rdt.exporter import identity as identity_mod
 from nova_rdt.host import records as records_mod
+from nova_rdt.host import recovery
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl import monitoring
@@ -44,6 +45,8 @@ class HostSample:
     error: str | None = None          # why there is no RDT to show
     unavailable: int = 0              # "Unavailable"/"Error" readings
     read_errors: int = 0              # files that failed to read
+    # recovery.REASONS that hold now (nova_rdt_degraded{reason}).
+    degraded: frozenset[str] = frozenset()
 
     @property
     def available(self) -> bool:
@@ -75,8 +78,9 @@ class Sampler:
         except (errors.ResctrlError, OSError, ValueError) as e:
             self._caps = None
             return HostSample(None, (), time.time(), self.clock() - t0,
-                              error=str(e))
-        recs = self.records.all()[0] if self.records else []
+                              error=str(e),
+                              degraded=self._degraded(None, [], []))
+        recs, bad = self.records.all() if self.records else ([], [])
         resolver = identity_mod.Resolver(self.fs.prefix, recs)
         events = tuple(ev for ev in monitoring.EVENTS
                        if any(ev in m.features
@@ -94,7 +98,8 @@ class Sampler:
         except OSError as e:
             self._caps = None
             return HostSample(None, (), time.time(), self.clock() - t0,
-                              error=f"cannot list {self.fs.root}: {e}")
+                              error=f"cannot list {self.fs.root}: {e}",
+                              degraded=self._degraded(None, [], []))
         for name in [""] + names:
             g = self._group(state, resolver, events, domains, name,
                             os.path.join(self.fs.root, name) if name
@@ -110,7 +115,26 @@ class Sampler:
             self._caps = None      # re-read info/ next time
         return HostSample(caps, tuple(groups), time.time(),
                           self.clock() - t0, unavailable=state.unavailable,
-                          read_errors=state.errors)
+                          read_errors=state.errors,
+                          degraded=self._degraded(
+                              [g.name for g in groups if g.ctrl], recs, bad))
+
+    def _degraded(self, ctrl_names, recs, bad) -> frozenset[str]:
+        """What reconcile could not repair, seen from here: resctrl gone
+        (``ctrl_names`` None), the state path, records, lost groups."""
+        out = set()
+        if ctrl_names is None:
+            out.add("resctrl_unavailable")
+        if self.records is not None:
+            d = recovery.probe_state_path(self.records.state_path)
+            if d is not None:
+                out.add(d.reason)
+        if bad:
+            out.add("records_unreadable")
+        if ctrl_names is not None and recovery.lost_groups(
+                recs, set(ctrl_names)):
+            out.add("group_not_restored")
+        return frozenset(out)
 
     def _group(self, state, resolver, events, domains, name, path, ctrl):
         read = monitoring.read_small

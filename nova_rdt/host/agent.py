@@ -15,22 +15,27 @@ is on, which is exactly the PMD group on a PMD core.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 
+from nova_rdt import failpoints
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import naming
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import ovs
+from nova_rdt.host import prep as host_prep
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
+from nova_rdt.host import recovery
 from nova_rdt.host.events import HookEvent
 from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import OWNER_LIBVIRT
+from nova_rdt.resctrl.groups import Group
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
 
@@ -48,6 +53,12 @@ class ReconcileReport:
     rejoined: list[str] = dataclasses.field(default_factory=list)
     unreadable_records: list[str] = dataclasses.field(default_factory=list)
     pmd: str | None = None
+    restored_groups: list[str] = dataclasses.field(default_factory=list)
+    restored_host: bool = False
+    swept: list[str] = dataclasses.field(default_factory=list)
+    adopted: list[str] = dataclasses.field(default_factory=list)
+    # "reason: detail" of what could not be repaired (recovery.REASONS).
+    degraded: list[str] = dataclasses.field(default_factory=list)
 
 
 class Agent:
@@ -126,19 +137,81 @@ class Agent:
                 LOG.warning("%s: vCPUs are in %s, not a libvirt group",
                             event.name, holder)
                 holder = None
+            lost = None
+            if holder is None and not m.rdt_class:
+                lost = self._lost_group_of(event.uuid, pid)
+            if lost is not None:
+                # libvirtd reconnecting to a domain whose group resctrl
+                # lost: keep what the record knew, and re-create it.
+                holder, schemata, members = \
+                    lost.group, lost.schemata, lost.tasks
+            else:
+                if m.mb_mbps:
+                    self.set_mb_mbps(event.name, holder, m.mb_mbps)
+                schemata, members = self._group_content(holder)
+            failpoints.hit("agent.between_schemata_and_record")
             rec = records_mod.Record(
                 uuid=event.uuid, name=event.name, pid=pid,
                 pid_start=procinfo.proc_start_time(pid),
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
                 group=holder, slo=m.slo,
-                instance_name=event.instance_name, flavor=event.flavor)
-            self.records.put(rec)
-            if m.mb_mbps:
-                self.set_mb_mbps(event.name, rec.group, m.mb_mbps)
+                instance_name=event.instance_name, flavor=event.flavor,
+                schemata=schemata, tasks=members)
+            recorded = self._put_record(rec)
+            if lost is not None:
+                self._restore_group(rec, ReconcileReport())
+            failpoints.hit("agent.after_record")
             if m.rdt_class:
                 self.join_class(m.rdt_class, tids)
             if self.settings.pmd_cos and m.pmd_share:
-                self.sync_pmd()
+                self.sync_pmd(extra=() if recorded else (rec,))
+
+    def _lost_group_of(self, uuid: str, pid: int
+                       ) -> records_mod.Record | None:
+        """The record of this very domain (same QEMU) naming a libvirt
+        group that no longer exists, if any."""
+        recs, _bad = self.records.all()
+        old = next((r for r in recs if r.uuid == uuid), None)
+        if old is None or old.pid != pid or old.group is None:
+            return None
+        try:
+            self.fs.group(old.group)
+        except errors.GroupNotFound:
+            return old
+        return None
+
+    def _group_content(self, name: str | None
+                       ) -> tuple[str | None, tuple[int, ...] | None]:
+        """The schemata and tasks of libvirt's group ``name``, what
+        reconcile needs to re-create it after resctrl lost it."""
+        if name is None:
+            return None, None
+        try:
+            g = self.fs.group(name)
+            text = g.schemata().format()
+            members = tuple(g.tasks())[:records_mod.MAX_TASKS]
+        except errors.ResctrlError as e:
+            LOG.warning("%s: cannot read back: %s", name, e)
+            return None, None
+        if len(text) > records_mod.MAX_SCHEMATA:
+            return None, members
+        return text, members
+
+    def _put_record(self, rec: records_mod.Record) -> bool:
+        """Write ``rec``; a full or read-only state path is said in one
+        line and the isolation goes on without the record."""
+        try:
+            self.records.put(rec)
+            return True
+        except OSError as e:
+            d = recovery.Degraded(
+                recovery.state_reason(e),
+                f"record of {rec.name} ({rec.uuid}) not written under "
+                f"{self.records.dir}: {e.strerror or e}; the domain is "
+                f"isolated, but a crash of it will not be cleaned up until "
+                f"the state path is fixed and 'nova-rdt reconcile' runs")
+            LOG.error("%s", d.line())
+            return False
 
     def set_mb_mbps(self, name: str, group: str | None, values) -> None:
         """MB in MBps, which libvirt's <memorytune> cannot carry.
@@ -171,6 +244,7 @@ class Agent:
         with self.fs.locked():
             recs, _bad = self.records.all()
             rec = next((r for r in recs if r.uuid == uuid), None)
+            failpoints.hit("agent.release_before_record")
             self.records.remove(uuid)
             if rec is None:
                 return
@@ -193,6 +267,7 @@ class Agent:
             except errors.GroupNotFound:
                 schemata = self._class_schemata(cls)
                 g = self.fs.create_group(gname)
+                failpoints.hit("agent.class_update")
                 try:
                     self.fs.write_schemata(g, schemata)
                 except errors.ResctrlError:
@@ -200,15 +275,39 @@ class Agent:
                     raise
                 LOG.info("created class group %s: %s", gname,
                          schemata.format().strip().replace("\n", " "))
+            else:
+                self._repair_class(cls, g)
+            failpoints.hit("agent.class_join")
             self.fs.add_tasks(g, tids, ignore_missing=True)
         return gname
 
-    def _class_schemata(self, cls: rdtclass.RdtClass) -> Schemata:
+    def _repair_class(self, cls: rdtclass.RdtClass, g) -> None:
+        """A class group made but never given its ways (a crash between
+        its mkdir and its schemata write) still has the kernel's default,
+        every way: give it its own ways now.  A group whose masks have the
+        class's width is left alone (the controller may have moved them).
+        """
+        caps = self.fs.capabilities()
+        current = g.schemata()
+        want = {name: max(cls.l3_ways, res.min_cbm_bits)
+                for name, res in caps.cache.items()}
+        if all(bin(mask).count("1") == want[name]
+               for name in caps.cache
+               for mask in current.domains(name).values()):
+            return
+        schemata = self._class_schemata(cls, skip=g.name)
+        self.fs.write_schemata(g, schemata)
+        LOG.warning("class group %s had no ways of its own (a write cut "
+                    "short); now %s", g.name,
+                    schemata.format().strip().replace("\n", " "))
+
+    def _class_schemata(self, cls: rdtclass.RdtClass,
+                        skip: str | None = None) -> Schemata:
         """``cls.l3_ways`` free ways on every cache id, libvirt's way."""
         caps = self.fs.capabilities()
         used: dict[tuple[str, int], int] = {}
         for g in self.fs.groups(with_mon=False):
-            if g.kind != "ctrl":
+            if g.kind != "ctrl" or g.name == skip:
                 continue
             s = g.schemata()
             for res in s.resources():
@@ -256,8 +355,12 @@ class Agent:
                              appctl_target=self.settings.ovs_vswitchd_target,
                              timeout=max(1.0, self.settings.hook_timeout / 3))
 
-    def sync_pmd(self, cores: set[int] | None = None) -> str:
-        """Recompute the PMD group from scratch; returns a summary."""
+    def sync_pmd(self, cores: set[int] | None = None,
+                 extra: tuple[records_mod.Record, ...] = ()) -> str:
+        """Recompute the PMD group from scratch; returns a summary.
+
+        ``extra``: records not (yet) on disk, such as the one a full state
+        path refused, that must count all the same."""
         gname = naming.pmd_group(self.fs.prefix)
         if cores is None:
             # Asked before the resctrl flock: OVSDB and ovs-appctl can take
@@ -275,7 +378,7 @@ class Agent:
             shares = {}
             share_groups = set()
             recs, _bad = self.records.all()
-            for rec in recs:
+            for rec in [*recs, *extra]:
                 if not (rec.pmd_share and rec.group and rec.alive()):
                     continue
                 try:
@@ -306,8 +409,10 @@ class Agent:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:
                 g = self.fs.create_group(gname)
+            failpoints.hit("agent.pmd_update")
             self.fs.write_schemata(g, plan.schemata)
             if cores is not None:
+                failpoints.hit("agent.pmd_cpus")
                 self.fs.set_cpus(g, cores)
             masks = plan.schemata.format().strip().replace("\n", " ")
             summary = (f"{gname}: {masks}"
@@ -353,46 +458,185 @@ class Agent:
         """Remove what dead domains left; re-apply what living ones need.
 
         Only touches: libvirt groups recorded for a managed domain that is
-        gone (and whose tasks are all gone), nova-rdt's own class groups
-        and PMD group.  Foreign groups (pqos ``COS*``, other domains) are
-        never touched.
+        gone (and whose tasks are all gone), libvirt groups recorded for a
+        running domain that resctrl lost (re-created as they were),
+        nova-rdt's own class groups and PMD group.  Foreign groups (pqos
+        ``COS*``, other domains) are never touched.
+
+        What cannot be repaired is in ``report.degraded`` (one line each,
+        also logged once); the rest is still done.
         """
         report = ReconcileReport()
-        with self.fs.locked():
-            recs, report.unreadable_records = self.records.all()
-            for bad in report.unreadable_records:
-                LOG.error("reconcile: skipped record %s", bad)
-            living = []
-            for rec in recs:
-                # One record that cannot be handled is named and skipped;
-                # the others are still reconciled.
-                try:
-                    if rec.alive():
-                        living.append(rec)
-                        continue
-                    if rec.group and self._remove_orphan(rec.group):
-                        report.removed_groups.append(rec.group)
-                except (errors.ResctrlError, OSError, ValueError) as e:
-                    where = os.path.join(self.records.dir,
-                                         f"{rec.uuid}.json")
-                    LOG.error("reconcile: %s (group %s): %s", where,
-                              rec.group, e)
-                    report.unreadable_records.append(f"{where}: {e}")
-                    continue
-                self.records.remove(rec.uuid)
-                report.dropped_records.append(rec.uuid)
-            for rec in living:
-                if rec.rdt_class:
-                    try:
-                        self.join_class(rec.rdt_class, self.threads(rec.pid))
-                        report.rejoined.append(rec.uuid)
-                    except (IsolationError, errors.ResctrlError) as e:
-                        LOG.error("cannot re-add %s to class %s: %s",
-                                  rec.name, rec.rdt_class, e)
-            report.removed_groups += self.prune_classes()
-            if self.settings.pmd_cos:
-                report.pmd = self.sync_pmd()
+        lost = recovery.probe_resctrl(self.fs.root)
+        if lost is None:
+            try:
+                with self.fs.locked():
+                    self._reconcile(report)
+            except (errors.ResctrlError, OSError) as e:
+                if not recovery.resctrl_lost(e):
+                    raise
+                lost = recovery.Degraded(
+                    "resctrl_unavailable",
+                    f"{self.fs.root}: {e}; mount resctrl there, then run "
+                    f"'nova-rdt reconcile'")
+        if lost is not None:
+            # Records are kept: they are what re-creates the groups of the
+            # running domains once resctrl is back.
+            self._degraded(report, lost)
+        state = recovery.probe_state_path(self.records.state_path)
+        if state is not None and not any(
+                d.startswith(state.reason + ":") for d in report.degraded):
+            self._degraded(report, state)
         return report
+
+    @staticmethod
+    def _degraded(report: ReconcileReport, d: recovery.Degraded) -> None:
+        LOG.error("%s", d.line())
+        report.degraded.append(f"{d.reason}: {d.detail}")
+
+    def _state_failed(self, report: ReconcileReport, e: OSError,
+                      what: str) -> None:
+        reason = recovery.state_reason(e)
+        if any(d.startswith(reason + ":") for d in report.degraded):
+            return                     # said once per run
+        self._degraded(report, recovery.Degraded(
+            reason, f"{what} under {self.records.dir}: "
+                    f"{e.strerror or e}; fix the state path, then run "
+                    f"'nova-rdt reconcile'"))
+
+    def _reconcile(self, report: ReconcileReport) -> None:
+        try:
+            report.swept = self.records.sweep_temporaries()
+        except OSError as e:
+            self._state_failed(report, e, "cannot remove temporary files")
+        recs, report.unreadable_records = self.records.all()
+        for bad in report.unreadable_records:
+            LOG.error("reconcile: skipped record %s", bad)
+        if report.unreadable_records:
+            self._degraded(report, recovery.Degraded(
+                "records_unreadable",
+                f"{len(report.unreadable_records)} record file(s) left in "
+                f"place: {report.unreadable_records[0]}"))
+        living = []
+        for rec in recs:
+            # One record that cannot be handled is named and skipped;
+            # the others are still reconciled.
+            try:
+                if rec.alive():
+                    living.append(rec)
+                    continue
+                if rec.group:
+                    failpoints.hit("reconcile.remove")
+                    if self._remove_orphan(rec.group):
+                        report.removed_groups.append(rec.group)
+            except (errors.ResctrlError, OSError, ValueError) as e:
+                if recovery.resctrl_lost(e):
+                    raise
+                where = os.path.join(self.records.dir, f"{rec.uuid}.json")
+                LOG.error("reconcile: %s (group %s): %s", where,
+                          rec.group, e)
+                report.unreadable_records.append(f"{where}: {e}")
+                continue
+            failpoints.hit("reconcile.drop_record")
+            try:
+                self.records.remove(rec.uuid)
+            except OSError as e:
+                self._state_failed(report, e, f"cannot drop the record of "
+                                              f"{rec.name} ({rec.uuid})")
+                continue
+            report.dropped_records.append(rec.uuid)
+        existing = {g.name for g in self.fs.groups(with_mon=False)}
+        lost = recovery.lost_groups(living, existing)
+        if lost:
+            self._restore_host(report)
+        for rec in lost:
+            self._restore_group(rec, report)
+        for rec in living:
+            if rec.rdt_class:
+                try:
+                    self.join_class(rec.rdt_class, self.threads(rec.pid))
+                    report.rejoined.append(rec.uuid)
+                except (IsolationError, errors.ResctrlError) as e:
+                    if recovery.resctrl_lost(e):
+                        raise
+                    LOG.error("cannot re-add %s to class %s: %s",
+                              rec.name, rec.rdt_class, e)
+        report.removed_groups += self.prune_classes()
+        if self.settings.pmd_cos:
+            report.pmd = self.sync_pmd()
+            plan = self.last_pmd_plan
+            if plan is not None and plan.degraded:
+                self._degraded(report, recovery.Degraded(
+                    "pmd_degraded",
+                    f"the PMD COS cannot also cover {', '.join(plan.dropped)}"
+                    f" (see the PMD COS warning above)"))
+
+    def _restore_host(self, report: ReconcileReport) -> None:
+        """The host layout (the root's ways, the PMD group) as nova-compute
+        writes it at start: resctrl lost it with the domains' groups."""
+        try:
+            summary = host_prep.prepare(self.fs,
+                                        self.settings.reserved_host_ways,
+                                        self.settings.pmd_shared_ways)
+        except (host_prep.HostPrepError, errors.ResctrlError) as e:
+            if recovery.resctrl_lost(e):
+                raise
+            LOG.error("reconcile: cannot restore the host layout: %s", e)
+            return
+        report.restored_host = True
+        LOG.info("reconcile: host layout restored: root %s", summary["root"])
+
+    def _restore_group(self, rec: records_mod.Record,
+                       report: ReconcileReport) -> None:
+        """Re-create libvirt's group of a running domain with the schemata
+        and vCPU threads the hook recorded when the domain started.
+
+        libvirt does not do it: on reconnect (qemuProcessReconnect) it
+        only recomputes its groups' paths (virResctrlAllocDeterminePath)
+        and never writes them again, so a domain whose group vanished runs
+        on the root's ways until it is restarted.
+        """
+        if rec.schemata is None:
+            self._degraded(report, recovery.Degraded(
+                "group_not_restored",
+                f"{rec.name} ({rec.uuid}) runs but its group {rec.group} is "
+                f"gone and its record holds no schemata; restart the "
+                f"instance to get its ways back"))
+            return
+        assert rec.group is not None      # lost_groups() only
+        g = Group(self.fs, rec.group)
+        failpoints.hit("reconcile.restore_group")
+        try:
+            try:
+                self.fs.ops.mkdir(g.path)
+            except FileExistsError:
+                pass
+            self.fs.write_schemata(g, Schemata.parse(rec.schemata),
+                                   allow_libvirt=True)
+            running = set(self.threads(rec.pid))
+            for tid in rec.tasks or ():
+                if tid not in running:
+                    continue
+                try:
+                    self.fs.write(g.file("tasks"), f"{tid}\n", what="task")
+                except errors.WriteRejected as e:
+                    if e.errno != errno.ESRCH:
+                        raise
+        except (errors.ResctrlError, OSError) as e:
+            if recovery.resctrl_lost(e):
+                raise
+            try:
+                self.fs.delete_group(g, missing_ok=True, allow_libvirt=True)
+            except (errors.ResctrlError, OSError):
+                pass
+            self._degraded(report, recovery.Degraded(
+                "group_not_restored",
+                f"{rec.name} ({rec.uuid}): cannot re-create {rec.group}: "
+                f"{e}"))
+            return
+        report.restored_groups.append(rec.group)
+        LOG.info("reconcile: re-created %s of running %s", rec.group,
+                 rec.name)
 
     def _remove_orphan(self, name: str) -> bool:
         try:

@@ -4,7 +4,9 @@ The hook must never call libvirt (it would deadlock), so it keeps its
 own record of each managed domain it saw start: the QEMU pid with its
 start time, the libvirt group holding its vCPUs, and what it asked for.
 ``nova-rdt reconcile`` uses them after crashes to tell orphans from the
-living.  Files are named by uuid (validated) and replaced atomically.
+living, and to re-create a living domain's group when resctrl lost it.
+Files are named by uuid (validated) and written atomically and durably
+(:func:`write_durably`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,61 @@ import json
 import os
 import uuid as uuid_mod
 
+from nova_rdt import failpoints
 from nova_rdt.allocation import naming
 from nova_rdt.host import procinfo
+from nova_rdt.resctrl.schemata import Schemata
+from nova_rdt.resctrl.schemata import SchemataSyntaxError
 
 # Linux's PID_MAX_LIMIT: no pid is larger.
 MAX_PID = 1 << 22
 MAX_NAME = 200
 MAX_LABEL = 255
 MAX_RECORD_BYTES = 64 * 1024
+MAX_SCHEMATA = 4096
+MAX_TASKS = 1024
+
+
+def write_durably(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` so that a crash at any instant
+    leaves either the old file or the new one, never a torn or empty one,
+    and the new one survives a power cut once this returns: a temporary
+    file in the same directory, fsync, rename over, fsync of the
+    directory (the rename is only durable once the directory is).
+
+    An OSError (ENOSPC, EROFS, ...) leaves the old file and no temporary
+    file behind.
+    """
+    d = os.path.dirname(path) or "."
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                 mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        failpoints.hit("records.write")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    failpoints.hit("records.rename")
+    fsync_dir(d)
+
+
+def fsync_dir(path: str) -> None:
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 class RecordError(ValueError):
@@ -42,6 +91,12 @@ class Record:
     flavor: str | None = None
     # rdt:slo (absent in older records): the controller protects it.
     slo: str | None = None
+    # The schemata libvirt gave ``group`` (absent in older records): what
+    # reconcile writes when it re-creates the group after resctrl lost it.
+    schemata: str | None = None
+    # The thread ids libvirt put in ``group`` (the vCPU threads), for the
+    # same re-creation.
+    tasks: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Records are read back as root by reconcile, which removes the
@@ -74,6 +129,23 @@ class Record:
         if self.slo is not None and self.slo not in ("latency",):
             raise RecordError(f"slo {_cut(self.slo)} is not an SLO "
                               f"(latency)")
+        if self.schemata is not None:
+            if not isinstance(self.schemata, str) or \
+                    len(self.schemata) > MAX_SCHEMATA or self.group is None:
+                raise RecordError(f"schemata {_cut(self.schemata)} is not "
+                                  f"the schemata of the record's group")
+            try:
+                Schemata.parse(self.schemata)
+            except SchemataSyntaxError as e:
+                raise RecordError(f"schemata: {e}") from None
+        if self.tasks is not None:
+            if not isinstance(self.tasks, (list, tuple)) or \
+                    len(self.tasks) > MAX_TASKS or self.group is None:
+                raise RecordError(f"tasks {_cut(self.tasks)} is not a list "
+                                  f"of at most {MAX_TASKS} thread ids")
+            for tid in self.tasks:
+                _int("tasks", tid, 1, MAX_PID)
+            object.__setattr__(self, "tasks", tuple(self.tasks))
         for field in ("instance_name", "flavor"):
             value = getattr(self, field)
             if value is not None and not (
@@ -133,17 +205,43 @@ class Records:
         # Readable by all: nova-compute and the exporter read records
         # unprivileged; they name domains, which are no secret on a host.
         os.makedirs(self.dir, mode=0o755, exist_ok=True)
-        path = self._path(rec.uuid)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(dataclasses.asdict(rec), f, sort_keys=True)
-        os.replace(tmp, path)
+        write_durably(self._path(rec.uuid), json.dumps(
+            dataclasses.asdict(rec), sort_keys=True).encode())
 
     def remove(self, uuid: str) -> None:
+        path = self._path(uuid)
+        failpoints.hit("records.remove")
         try:
-            os.unlink(self._path(uuid))
+            os.unlink(path)
         except FileNotFoundError:
-            pass
+            return
+        fsync_dir(self.dir)
+
+    def sweep_temporaries(self) -> list[str]:
+        """Remove the temporary files of writes cut short by a crash (their
+        writer is gone); returns their paths."""
+        removed = []
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            parts = name.split(".")
+            # <uuid>.json.<pid>.tmp, nothing else.
+            if len(parts) != 4 or parts[1:2] != ["json"] or \
+                    parts[3] != "tmp" or not parts[2].isdigit() or \
+                    _canonical_uuid(parts[0]) != parts[0]:
+                continue
+            pid = int(parts[2])
+            if pid == os.getpid() or procinfo.is_running(pid, None):
+                continue
+            path = os.path.join(self.dir, name)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            removed.append(path)
+        return removed
 
     def read(self, name: str) -> Record:
         """The record in file ``name``; RecordError says what is wrong."""
@@ -174,6 +272,8 @@ class Records:
         except FileNotFoundError:
             return [], []
         for name in names:
+            # A temporary file is a write cut short before its rename:
+            # the record it would have replaced (or none) is the truth.
             if not name.endswith(".json"):
                 continue
             try:

@@ -31,6 +31,9 @@ from nova_rdt.allocation import spec
 LOG = logging.getLogger(__name__)
 
 _POLICIES_PINNED = ("dedicated", "mixed")
+# The compute stat naming why a host offers no RDT now (the driver's
+# DEGRADED_STAT; not imported: the scheduler does not load the driver).
+DEGRADED_STAT = "rdt_degraded"
 
 # (host, node) -> (published string, its summary).  Not on the HostState:
 # Nova 34's HostManager builds new HostState objects for every request
@@ -172,7 +175,12 @@ class RDTFilter(filters.BaseHostFilter):
             return False
         summary = host_summary(host_state)
         if summary is None:
-            LOG.debug("RDTFilter: %s publishes no RDT state", host_state)
+            # An empty "rdt" stat is a host whose resctrl went away
+            # (rdt_degraded says why): refused like a host without RDT.
+            if LOG.isEnabledFor(std_logging.DEBUG):
+                why = (host_state.stats or {}).get(DEGRADED_STAT)
+                LOG.debug("RDTFilter: %s publishes no RDT state%s",
+                          host_state, f" (degraded: {why})" if why else "")
             return False
         last = summary.last
         if last is not None and last[0] == r.key:

@@ -9,6 +9,9 @@ own behaviour, and without changing any of it:
   running instances rejoin their class groups and the PMD COS is
   re-derived;
 * ``CUSTOM_RDT_*`` traits and an ``rdt`` compute-node stat for the filter;
+  when resctrl stops answering, an empty ``rdt`` stat with the reason in
+  ``rdt_degraded`` (no RDT is placed here) until it is back, prepared and
+  reconciled again (doc/source/recovery.rst);
 * ``<cachetune>``/``<memorytune>``/``<monitor>`` and nova-rdt metadata on
   every path that builds a domain from scratch (spawn, hard reboot,
   resize/cold migration, rebuild/evacuate, unshelve, rescue), planned
@@ -28,6 +31,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_rdt import conf as rdt_conf
+from nova_rdt import failpoints
 from nova_rdt.allocation import claims as claims_mod
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import naming
@@ -37,6 +41,7 @@ from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
 from nova_rdt.host import prep as host_prep
+from nova_rdt.host import recovery
 from nova_rdt.host.settings import HookSettings
 from nova_rdt.privsep import resctrl as privsep_resctrl
 from nova_rdt.privsep import state as privsep_state
@@ -55,6 +60,9 @@ if "rdt" not in CONF:
 
 # Claims of domains that never got defined are dropped after this long.
 CLAIM_GRACE_S = 600.0
+# The compute-node stat naming why the host offers no RDT now ("" when
+# it is healthy); RDTFilter logs it.
+DEGRADED_STAT = "rdt_degraded"
 
 
 class LibvirtRDTDriver(migration.LiveMigrationMixin,
@@ -64,6 +72,10 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         super().__init__(virtapi, read_only)
         self._rdt_fs: Resctrl | None = None
         self._rdt_claims = claims_mod.ClaimLedger()
+        # Why this host offers no RDT right now (resctrl gone after a good
+        # start); None while it is healthy.
+        self._rdt_degraded: recovery.Degraded | None = None
+        self._rdt_settings: HookSettings | None = None
 
     # -- host preparation ----------------------------------------------
 
@@ -116,9 +128,11 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                  "cache id for instances", summary["root"],
                  summary["pmd"] or "-", summary["managed_ways"])
         self._rdt_fs = fs
+        self._rdt_settings = settings
         self._rdt_reconcile(settings, fs)
 
-    def _rdt_reconcile(self, settings: HookSettings, fs: Resctrl):
+    def _rdt_reconcile(self, settings: HookSettings, fs: Resctrl
+                       ) -> dict | None:
         """What the hook could not see while nova-compute was down.
 
         A failure is logged, not raised: the host is prepared and can run
@@ -132,16 +146,19 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         except Exception as e:
             LOG.error("nova-rdt: reconcile at start-up failed: %s; run "
                       "'nova-rdt reconcile' once it is fixed", e)
-            return
+            return None
         LOG.info("nova-rdt: reconciled: removed groups %s, dropped records "
-                 "of %s, rejoined classes %s%s",
+                 "of %s, rejoined classes %s, re-created groups %s%s",
                  report["removed_groups"] or "none",
                  report["dropped_records"] or "none",
                  report["rejoined"] or "none",
+                 report["restored_groups"] or "none",
                  f", {report['pmd']}" if report["pmd"] else "")
         if report["unreadable_records"]:
             LOG.warning("nova-rdt: unreadable state records: %s",
                         report["unreadable_records"])
+        # Each degraded reason was logged once, as one line, by the agent.
+        return report
 
     # -- host state ----------------------------------------------------
 
@@ -169,9 +186,13 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     def _rdt_live(self) -> tuple[hoststate.HostRdtState, set[str]] | None:
         """Live resctrl state and the domains libvirt already allocated."""
-        if self._rdt_fs is None:
+        if self._rdt_fs is None or self._rdt_degraded is not None:
             return None
-        view = HostView.collect(self._rdt_fs)
+        try:
+            view = HostView.collect(self._rdt_fs)
+        except (rdt_errors.ResctrlError, OSError) as e:
+            self._rdt_lost(e)
+            return None
         caps = self._rdt_libvirt_caps
         # Host cells and classes go with the state, so the filter can
         # match guest nodes to cache ids and refuse an unmakeable class.
@@ -184,7 +205,14 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         return state, names
 
     def rdt_host_state(self) -> hoststate.HostRdtState | None:
-        """What this host can still give: live state plus pending claims."""
+        """What this host can still give: live state plus pending claims.
+
+        None when resctrl is gone (unmounted, emulator dead): the host
+        then publishes no RDT (:meth:`get_available_resource`) until
+        resctrl answers again, when it is prepared and reconciled anew.
+        """
+        if self._rdt_degraded is not None and not self._rdt_back():
+            return None
         live = self._rdt_live()
         if live is None:
             return None
@@ -198,11 +226,47 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
         return self._rdt_claims.effective(*live)
 
+    def _rdt_lost(self, e: BaseException) -> None:
+        """resctrl stopped answering: said once, as one line."""
+        if self._rdt_degraded is not None:
+            return
+        self._rdt_degraded = recovery.Degraded(
+            "resctrl_unavailable",
+            f"{CONF.rdt.resctrl_root}: {e}; this host places no RDT "
+            f"instance until resctrl is back")
+        LOG.error("%s", self._rdt_degraded.line())
+
+    def _rdt_back(self) -> bool:
+        """resctrl answers again (remounted, possibly empty): prepare the
+        host and reconcile, as at start, before offering RDT again."""
+        fs, settings = self._rdt_fs, self._rdt_settings
+        if fs is None or settings is None:
+            return False
+        try:
+            host_prep.prepare(fs, CONF.rdt.reserved_host_ways,
+                              CONF.rdt.pmd_shared_ways)
+        except (host_prep.HostPrepError, rdt_errors.ResctrlError,
+                OSError) as e:
+            LOG.debug("nova-rdt: resctrl not back yet: %s", e)
+            return False
+        self._rdt_reconcile(settings, fs)
+        LOG.info("nova-rdt: resctrl is back at %s; RDT offered again",
+                 CONF.rdt.resctrl_root)
+        self._rdt_degraded = None
+        return True
+
     def get_available_resource(self, nodename):
         data = super().get_available_resource(nodename)
         state = self.rdt_host_state()
         if state is not None:
             data["stats"].update(state.to_stats())
+            data["stats"][DEGRADED_STAT] = ""
+        elif self._rdt_degraded is not None:
+            # Nova's resource tracker merges stats into the old ones: an
+            # absent key would leave the last good state published.  An
+            # empty one reads as "no RDT" to RDTFilter.
+            data["stats"][hoststate.STATS_KEY] = ""
+            data["stats"][DEGRADED_STAT] = self._rdt_degraded.reason
         return data
 
     def update_provider_tree(self, provider_tree, nodename, allocations=None):
@@ -265,18 +329,9 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         except planner.CannotHonour as e:
             self._rdt_refuse_or_ignore(instance, request, str(e))
             return
-        sharing = bool(request is not None and request.pmd_share)
-        try:
-            masks = self._rdt_claims.claim(instance.uuid, instance.name, d,
-                                           state, allocated, sharing)
-        except planner.CannotHonour as e:
-            raise exception.ComputeResourcesUnavailable(
-                reason=f"nova-rdt: {e}") from e
-        why = self._rdt_pmd_refusal(instance.uuid, masks, sharing)
-        if why:
-            self._rdt_claims.release(instance.uuid)
-            raise exception.ComputeResourcesUnavailable(
-                reason=f"nova-rdt: PMD COS: {why}")
+        self._rdt_claim(instance, request, d, state, allocated,
+                        exception.ComputeResourcesUnavailable)
+        failpoints.hit("driver.after_claim")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
             guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(
@@ -287,6 +342,22 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         LOG.info("nova-rdt: vCPUs %s get L3 %s, MB %s, monitor %s",
                  sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
                  instance=instance)
+
+    def _rdt_claim(self, instance, request, d, state, allocated, refuse):
+        """Claim ``d`` for ``instance`` as a spawn does, PMD share
+        included, or raise ``refuse(reason=...)``: one path for spawns and
+        live-migration destinations."""
+        sharing = bool(request is not None and request.pmd_share)
+        try:
+            masks = self._rdt_claims.claim(instance.uuid, instance.name, d,
+                                           state, allocated, sharing)
+        except planner.CannotHonour as e:
+            raise refuse(reason=f"nova-rdt: {e}") from e
+        why = self._rdt_pmd_refusal(instance.uuid, masks, sharing)
+        if why:
+            self._rdt_claims.release(instance.uuid)
+            raise refuse(reason=f"nova-rdt: PMD COS: {why}")
+        return masks
 
     def _rdt_pmd_refusal(self, uuid: str, masks, sharing: bool
                          ) -> str | None:
@@ -299,7 +370,11 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         """
         if not CONF.rdt.pmd_cos or not masks or self._rdt_fs is None:
             return None
-        view = HostView.collect(self._rdt_fs)
+        try:
+            view = HostView.collect(self._rdt_fs)
+        except (rdt_errors.ResctrlError, OSError) as e:
+            self._rdt_lost(e)
+            return "resctrl stopped answering"
         groups = {g.name: g for g in view.groups if g.kind == "ctrl"}
         pmd = groups.get(naming.pmd_group(self._rdt_fs.prefix))
         if pmd is None:
@@ -343,6 +418,15 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             return
         raise exception.ComputeResourcesUnavailable(
             reason=f"nova-rdt: {reason}")
+
+    def spawn(self, context, instance, image_meta, injected_files,
+              admin_password, allocations, network_info=None,
+              block_device_info=None, power_on=True, accel_info=None):
+        super().spawn(context, instance, image_meta, injected_files,
+                      admin_password, allocations, network_info=network_info,
+                      block_device_info=block_device_info, power_on=power_on,
+                      accel_info=accel_info)
+        failpoints.hit("driver.after_define")
 
     # -- releasing claims ----------------------------------------------
 

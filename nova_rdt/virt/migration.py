@@ -16,6 +16,7 @@ from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_rdt import failpoints
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import planner
 from nova_rdt.virt import guest_rdt
@@ -52,13 +53,30 @@ class LiveMigrationMixin:
                                  claim.claimed_numa_topology, state,
                                  self._rdt_host_cells(),
                                  self._rdt_monitor_default(request))
-            self._rdt_claims.claim(instance.uuid, instance.name, d, state,
-                                   allocated)
         except planner.CannotHonour as e:
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
                        f"RDT request: {e}") from e
+        # The same claim as a spawn's, PMD share and its refusal included:
+        # an arriving sharer must count in the PMD COS like a booted one.
+        self._rdt_claim(instance, request, d, state, allocated,
+                        _precheck_error)
+        try:
+            failpoints.hit("migration.dest_claim")
+        except BaseException:
+            # Nova drops its own move claim when this raises; ours must
+            # go too, or it blocks the ways until CLAIM_GRACE_S.
+            self._rdt_claims.release(instance.uuid)
+            raise
         return migrate_data
+
+    def post_live_migration_at_source(self, context, instance,
+                                      network_info):
+        """On the source, once the domain runs on the destination."""
+        super().post_live_migration_at_source(context, instance,
+                                              network_info)
+        failpoints.hit("migration.source_release")
+        self._rdt_claims.release(instance.uuid)
 
     def rollback_live_migration_at_destination(self, context, instance,
                                                network_info,
@@ -118,6 +136,11 @@ class LiveMigrationMixin:
                                      guest_rdt.metadata(request, d, state))
 
 
+def _precheck_error(reason: str) -> exception.MigrationPreCheckError:
+    return exception.MigrationPreCheckError(
+        reason=f"{reason} ({CONF.host} refuses the incoming instance)")
+
+
 class _RewritingGuest:
     """A Guest whose migrate() passes the destination XML through a rewrite.
 
@@ -134,6 +157,8 @@ class _RewritingGuest:
 
     def migrate(self, destination, *args, destination_xml=None, **kwargs):
         if destination_xml is not None:
+            failpoints.hit("migration.before_xml_rewrite")
             destination_xml = self._rewrite(destination_xml)
+            failpoints.hit("migration.after_xml_rewrite")
         return self._guest.migrate(destination, *args,
                                    destination_xml=destination_xml, **kwargs)
