@@ -1,0 +1,177 @@
+"""``nova-rdt lab --scenario faults``: every failpoint and host fault the
+lab can reach, each followed by recovery and a check that the resctrl
+groups, the hook's records, the driver's claims and the running VMs
+agree again, with nothing leaked and no foreign group touched.
+
+Importing this module imports Nova's test framework (through
+:mod:`.cloud`): eventlet must be patched first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from nova_rdt import failpoints
+from nova_rdt.lab.cloud import lab_cloud
+from nova_rdt.lab.demo import console
+from nova_rdt.lab.faults import cloud as cloud_mod
+from nova_rdt.lab.faults import hostfaults
+from nova_rdt.lab.faults import plan
+from nova_rdt.lab.faults import steps
+from nova_rdt.lab.faults import table
+from nova_rdt.lab.host import Lab
+from nova_rdt.lab.nova_paste import nova_api_paste_ini
+from nova_rdt.lab.procs import LabError
+
+PROFILE = "gold-6252"
+RESERVED_HOST_WAYS = 3
+
+
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _cloud_config(lab, out_dir: str, profile) -> lab_cloud.CloudConfig:
+    s = lab.hook_settings(host_view=True)
+    return lab_cloud.CloudConfig(
+        profile=profile.name, numa_nodes=profile.domains,
+        resctrl_root=lab.resctrl_root,
+        rdt_flags=dict(
+            reserved_host_ways=RESERVED_HOST_WAYS, pmd_shared_ways=0,
+            pmd_cos=True, classes=list(cloud_mod.CLASSES),
+            state_path=s.state_path, ovsdb_connection=s.ovsdb_connection,
+            ovs_vswitchd_pidfile=s.ovs_vswitchd_pidfile,
+            ovs_vswitchd_target=s.ovs_vswitchd_target,
+            libvirt_qemu_run_dir=s.libvirt_qemu_run_dir),
+        no_resctrl_dir=os.path.join(out_dir, "no-resctrl"),
+        api_paste_config=nova_api_paste_ini())
+
+
+def run(scenario_name: str = "faults", profile: str | None = None,
+        out_dir: str = "nova-rdt-lab-report", short: bool = False,
+        resctrl: str = "emulated", say: console.Console | None = None,
+        libvirt_cache_dir: str | None = None, kernel: str | None = None,
+        logs: console.LogFile | None = None) -> dict:
+    """Every run; returns the summary (``<out>/summary.json``, and the
+    runs in ``<out>/faults/summary.json``)."""
+    say = say or console.Console()
+    if resctrl != "emulated":
+        raise LabError("the faults scenario loses and kills resctrl: it "
+                       "runs on the emulated one only (--resctrl emulated)")
+    os.makedirs(out_dir, exist_ok=True)
+    fdir = os.path.join(out_dir, "faults")
+    os.makedirs(fdir, exist_ok=True)
+    own_logs = logs is None
+    if own_logs:
+        logs = console.LogFile(os.path.join(out_dir, console.LOG_FILE))
+    runs = plan.runs(failpoints.REGISTRY, short=short)
+    summary = {"scenario": scenario_name, "short": short,
+               "out_dir": os.path.abspath(out_dir),
+               "log_file": os.path.abspath(logs.path), "ok": False,
+               "runs": [], "totals": {},
+               "not_reached": plan.not_reached(failpoints.REGISTRY)}
+    lab = Lab(profile=profile or PROFILE, resctrl="emulated", kernel=kernel,
+              hook={"pmd_cos": True, "reserved_host_ways": RESERVED_HOST_WAYS,
+                    "pmd_shared_ways": 0, "classes": list(cloud_mod.CLASSES)},
+              failure_log_dir=os.path.join(out_dir, "failure-logs"),
+              libvirt_cache_dir=libvirt_cache_dir, log=say)
+    state_fs = hostfaults.StateFs(lab.state_path)
+    old = signal.signal(signal.SIGTERM, _interrupted)
+    t_start = time.monotonic()
+    try:
+        say(f"nova-rdt lab: faults ({len(runs)} runs"
+            f"{', short' if short else ''})")
+        say.stage(1, "Host")
+        # Before the namespace: its copy of the mount shares the tmpfs.
+        state_fs.mount()
+        lab.start()
+        say(f"libvirtd ({lab.libvirt.domain_type}), OVS-DPDK, emulated "
+            f"{lab.profile.name}; state path {lab.state_path} on a "
+            f"{hostfaults.STATE_FS_SIZE} tmpfs")
+        try:
+            summary["runs"] = cloud_mod.run_in_cloud(
+                _cloud_config(lab, out_dir, lab.profile),
+                lambda cloud: _in_cloud(cloud, lab, state_fs, runs, out_dir,
+                                        say))
+        finally:
+            logs.claim()
+        summary["totals"] = plan.totals(summary["runs"])
+        t = summary["totals"]
+        summary["ok"] = bool(summary["runs"]) and t["not_converged"] == 0 \
+            and not t["foreign_touched"] and not t["pmd_mask_invalid"]
+        return summary
+    except LabError as e:
+        kept = lab.keep_logs(os.path.join(out_dir, "failure-logs",
+                                          f"lab-{lab.id}"))
+        say(f"FAILED: {e} (the lab's logs are kept in {kept})")
+        raise
+    finally:
+        say.stage(4, "Clean up")
+        kept = lab.keep_logs(os.path.join(fdir, "lab-logs"))
+        state_fs.unmount()
+        hostfaults.unmount_dead_emulator(lab)
+        lab.stop()
+        summary["left_behind"] = lab.leaks()
+        summary["seconds"] = round(time.monotonic() - t_start, 1)
+        say("everything stopped" + (
+            f"; LEFT BEHIND: {summary['left_behind']}"
+            if summary["left_behind"] else "; nothing left behind")
+            + f" (lab logs in {kept})")
+        signal.signal(signal.SIGTERM, old)
+        with open(os.path.join(fdir, "summary.json"), "w") as f:
+            json.dump({"runs": summary["runs"], "totals": summary["totals"],
+                       "not_reached": summary["not_reached"]},
+                      f, indent=2, default=str)
+        with open(os.path.join(out_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+        _say_summary(say, summary)
+        if own_logs:
+            logs.close()
+
+
+def _in_cloud(cloud, lab, state_fs, runs, out_dir, say) -> list[dict]:
+    say.stage(2, "Nova and the known state")
+    cloud.start_lab_computes()
+    servers = cloud_mod.Servers(cloud, lab,
+                                lab.hook_settings(host_view=True).state_path,
+                                out_dir)
+    servers.create_flavors()
+    harness = steps.Harness(lab, servers, state_fs, say)
+    said = harness.baseline()
+    say(f"one PMD-sharing VM and one class member: {said}; foreign "
+        f"groups: {', '.join(sorted(harness.foreign_before))}")
+    say.stage(3, "Faults")
+    results = []
+    for i, r in enumerate(runs, 1):
+        t0 = time.monotonic()
+        res = harness.run(r)
+        res["seconds_total"] = round(time.monotonic() - t0, 1)
+        results.append(res)
+        mark = "ok " if res["converged"] else "FAIL"
+        took = (f"{res['seconds_to_converge']:.1f}s"
+                if res["seconds_to_converge"] is not None else "-")
+        say(f"  [{i:2}/{len(runs)}] {mark} {r.fault:17} {r.point:34} "
+            f"{r.operation:12} converged in {took}"
+            + ("" if res["converged"] else f": {res['why'][:200]}"))
+    say("")
+    say(table.render(results))
+    return results
+
+
+def _say_summary(say, summary: dict) -> None:
+    say("\n== Summary " + "=" * 57)
+    t = summary.get("totals") or {}
+    verdict = "OK" if summary.get("ok") else "FAILED"
+    say(f"{verdict}: {t.get('converged', 0)}/{t.get('runs', 0)} runs "
+        f"converged, {t.get('distinct_pairs', 0)} (fault, point) pairs, "
+        f"{len(t.get('faults', []))} fault classes; leaked groups "
+        f"{t.get('leaked_groups', 0)}, claims {t.get('leaked_claims', 0)}, "
+        f"records {t.get('leaked_records', 0)}; foreign touched "
+        f"{t.get('foreign_touched', 0)}; in {summary.get('seconds')}s")
+    for point, why in sorted((summary.get("not_reached") or {}).items()):
+        say(f"not reached: {point}: {why}")
+    say(f"summary: {os.path.join(summary['out_dir'], 'faults', 'summary.json')}")
+    say(f"logs:    {summary['log_file']}")
