@@ -11,6 +11,7 @@ that disappears with the command.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -97,7 +98,9 @@ class Emulator:
 
     def stop(self) -> None:
         """Unmount and reap the server; safe to call twice."""
-        if os.path.ismount(self.mountpoint):
+        # Not os.path.ismount: a dead server's mount answers ENOTCONN to
+        # stat(), so ismount() says no and the mount would stay behind.
+        if _listed_as_mount(self.mountpoint):
             tool = shutil.which("fusermount3") or shutil.which("fusermount")
             cmd = [tool, "-u", "-z", self.mountpoint] if tool else \
                 ["umount", "-l", self.mountpoint]
@@ -184,3 +187,26 @@ if __name__ == "__main__":
     _sep = _args.index("--")
     sys.exit(_namespace_main(_args[0], _args[_sep + 1:],
                              _args[1] if _sep > 1 else None))
+
+
+def _listed_as_mount(path: str) -> bool:
+    """Whether ``path`` is a mount point in this mount namespace, from
+    /proc/self/mountinfo, which needs no answer from the file system."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return os.path.ismount(path)
+    for line in lines:
+        fields = line.split()
+        # Field 5 is the mount point, with space, tab, newline and
+        # backslash written as octal escapes.
+        if len(fields) > 4 and _unescape(fields[4]) == target:
+            return True
+    return False
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                  field)

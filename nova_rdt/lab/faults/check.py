@@ -104,7 +104,7 @@ def judge(o: Observed) -> Verdict:
     v.leaked_groups = sorted(dead)
     # A running RDT instance (one with a record naming a group, or a
     # class) must have its group.
-    for uuid, (name, _share, group) in sorted(o.records.items()):
+    for _uuid, (name, _share, group) in sorted(o.records.items()):
         if name in ours_running and group and group not in o.groups:
             v.missing_groups.append(group)
     members = {c for u, c in o.class_members.items() if u in o.instances}

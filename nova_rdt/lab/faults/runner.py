@@ -173,5 +173,6 @@ def _say_summary(say, summary: dict) -> None:
         f"{t.get('foreign_touched', 0)}; in {summary.get('seconds')}s")
     for point, why in sorted((summary.get("not_reached") or {}).items()):
         say(f"not reached: {point}: {why}")
-    say(f"summary: {os.path.join(summary['out_dir'], 'faults', 'summary.json')}")
+    path = os.path.join(summary["out_dir"], "faults", "summary.json")
+    say(f"summary: {path}")
     say(f"logs:    {summary['log_file']}")
