@@ -288,3 +288,51 @@ def test_interleaved_sequence_on_gold_6252():
     host.leave("s2")
     assert host.read(PMD).get("L3", 0) == 0x600
     assert host.arrive("s3", 2, True, rnd, False) == "refused"    # 2-3
+
+
+# -- where a class group goes -------------------------------------------
+
+def test_class_group_leaves_the_pmd_neighbours_free():
+    # PMD COS on ways 8-9; free: 0-7 and 10-19.  The class takes the
+    # best fit away from the PMD, not the run that touches it.
+    mask = pmdplan.class_mask(0xff | (0x3 << 18), 2, 0x300)
+    assert mask == 0x3 << 18
+    # Only touching runs left: the far end of one.
+    assert pmdplan.class_mask(0xff, 2, 0x300) == 0x3
+    assert pmdplan.class_mask(0xffc00, 2, 0x300) == 0x3 << 18
+    assert pmdplan.class_mask(0xff, 9, 0x300) is None
+    # No PMD COS: libvirt's best fit.
+    assert pmdplan.class_mask(0xff, 2, 0) == cbm.best_fit(0xff, 2)
+
+
+@given(length=st.integers(4, 20), data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_class_mask_is_a_free_contiguous_run_away_when_it_can(length,
+                                                              data):
+    full = cbm.full_mask(length)
+    start = data.draw(st.integers(0, length - 1))
+    span = data.draw(st.integers(1, length - start))
+    pmd = cbm.Run(start, span).mask
+    free = data.draw(st.integers(0, full)) & ~pmd
+    ways = data.draw(st.integers(1, length))
+    got = pmdplan.class_mask(free, ways, pmd)
+    if cbm.best_fit(free, ways) is None:
+        assert got is None
+        return
+    assert got is not None and got & ~free == 0
+    assert cbm.is_contiguous(got) and cbm.popcount(got) == ways
+    near = (pmd << 1) | (pmd >> 1)
+    touching = 0
+    for r in cbm.runs(free):
+        if r.mask & near:
+            touching |= r.mask
+    if cbm.best_fit(free & ~touching, ways) is not None:
+        assert got & touching == 0
+    else:
+        # At the far end of its run: the ways next to the PMD stay free
+        # for as long as the run allows.
+        run = next(r for r in cbm.runs(free) if r.mask & got)
+        if run.start > pmd.bit_length() - 1:
+            assert got.bit_length() == run.start + run.length
+        else:
+            assert got & -got == 1 << run.start
