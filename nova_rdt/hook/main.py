@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import warnings
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -121,6 +122,10 @@ def _show(arg: str) -> str:
 
 
 def main() -> int:
+    # Libraries' deprecation notices (eventlet's, through the ovs
+    # package ovsdbapp uses) would land in libvirtd's log on every start:
+    # they are for developers, not for the operator reading that log.
+    warnings.simplefilter("ignore", DeprecationWarning)
     data = sys.stdin.buffer.read(4 * 1024 * 1024 + 1)
     return run(sys.argv[1:], data)
 
