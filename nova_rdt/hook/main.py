@@ -122,10 +122,11 @@ def _show(arg: str) -> str:
 
 
 def main() -> int:
-    # Libraries' deprecation notices (eventlet's, through the ovs
-    # package ovsdbapp uses) would land in libvirtd's log on every start:
-    # they are for developers, not for the operator reading that log.
-    warnings.simplefilter("ignore", DeprecationWarning)
+    # Libraries' warnings (eventlet's deprecation notice, through the ovs
+    # package ovsdbapp uses, is a plain Warning) would land in libvirtd's
+    # log on every start: they are for developers, not for the operator
+    # reading that log.  The hook's own problems are logged.
+    warnings.simplefilter("ignore")
     data = sys.stdin.buffer.read(4 * 1024 * 1024 + 1)
     return run(sys.argv[1:], data)
 
