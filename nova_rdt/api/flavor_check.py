@@ -7,6 +7,14 @@ merges the request into the flavor's current specs and answers 400, naming
 the key, before Nova stores anything.  It checks every microversion: the
 rdt: namespace is ours, and an old client must not slip a bad flavor past.
 
+Authorization comes first.  A caller whom Nova's policy would refuse
+(``os_compute_api:os-flavor-extra-specs:create|update|delete``, admin-only
+by default) is passed straight to Nova, which answers its own 403: our 400
+describes the flavor's specs and the rules they break, which is nothing to
+tell a caller who may not change them.  The policy is asked through Nova's
+own engine with the request's context, so an operator's policy file
+applies here exactly as it does in Nova's controller.
+
 Add it to the compute API pipelines in api-paste.ini, right before
 ``osapi_compute_app_v21``::
 
@@ -27,6 +35,9 @@ from nova_rdt.allocation import spec
 
 LOG = logging.getLogger(__name__)
 
+# The extra-spec controller's policy actions, by method (nova/api/openstack/
+# compute/flavors_extraspecs.py: create, update, delete).
+_ACTIONS = {"POST": "create", "PUT": "update", "DELETE": "delete"}
 _PATH_RE = re.compile(
     r"/flavors/(?P<flavor>[^/]+)/os-extra_specs(?:/(?P<key>[^/]+))?/?$")
 
@@ -78,6 +89,8 @@ class FlavorCheck:
         key = m.group("key")
         if not key and req.method != "POST":
             return req.get_response(self.app)
+        if not self._authorized(req):
+            return req.get_response(self.app)   # Nova answers 403
         flavor = self._flavor(req, m.group("flavor"))
         if flavor is None:
             return req.get_response(self.app)   # Nova answers 404/403
@@ -92,6 +105,24 @@ class FlavorCheck:
         resp.body = json.dumps(
             {"badRequest": {"code": 400, "message": message}}).encode()
         return resp
+
+    @staticmethod
+    def _authorized(req) -> bool:
+        """Whether Nova's policy lets this caller change extra specs."""
+        from nova.policies import flavor_extra_specs as fes_policies
+        ctx = req.environ.get("nova.context")
+        if ctx is None:
+            return False
+        action = fes_policies.POLICY_ROOT % _ACTIONS[req.method]
+        try:
+            # The target Nova's controller passes for these three actions.
+            return bool(ctx.can(action, target={}, fatal=False))
+        except Exception:
+            # Whatever the policy engine raises here, it raises in Nova's
+            # controller too: Nova answers, not us.
+            LOG.exception("rdt_flavor_check: policy check of %s failed",
+                          action)
+            return False
 
     @staticmethod
     def _flavor(req, flavor_id):

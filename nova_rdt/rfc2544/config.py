@@ -232,8 +232,7 @@ def _generator_options(kind: str) -> set[str]:
         from nova_rdt.rfc2544.simdut import SimulatedDut
         cls = SimulatedDut
     params = inspect.signature(cls.__init__).parameters
-    # Hooks for tests, not for configuration files.
-    return {p for p in params if p not in ("self", "session_factory")}
+    return {p for p in params if p != "self"}
 
 
 def parse(doc: dict) -> tuple[engine.RunConfig, dict]:

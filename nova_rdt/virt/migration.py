@@ -102,11 +102,15 @@ class LiveMigrationMixin:
 
     def _rdt_destination_xml(self, context, instance, dest, xml):
         request = self._rdt_request(instance)
+        # Before any database read: an instance without RDT must migrate
+        # exactly as with Nova's own driver, and a read here, inside
+        # Nova's migration path, was seen to deadlock its test fixtures'
+        # cell lock against a periodic task.
+        if request is None and not self._rdt_monitor_default(None):
+            return xml
         node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
             context, dest)
         state = hoststate.HostRdtState.from_stats(node.stats)
-        if request is None and not self._rdt_monitor_default(None):
-            return xml
         if state is None:
             LOG.warning("nova-rdt: %s publishes no RDT state; migrating "
                         "without RDT elements", dest, instance=instance)
