@@ -50,7 +50,9 @@ def ratio(a, b) -> float | None:
 
 def _pct(part, whole) -> float | None:
     r = None if part is None else ratio(part, whole)
-    return None if r is None else 100 * r
+    if r is None or not math.isfinite(100 * r):
+        return None
+    return 100 * r
 
 
 def _round(v, digits=3):

@@ -128,7 +128,28 @@ class Libvirt:
             self.dirs["cache"] = cache_dir
         self.virtlogd: Process | None = None
         self.libvirtd: Process | None = None
+        # Diskless guests never run a kernel: KVM whenever /dev/kvm
+        # answers.  Linux guests ask linux_accel(), which boots one.
         self.domain_type = "qemu" if kvm_unavailable_reason() else "kvm"
+        self._linux_accel = None
+
+    def linux_accel(self, image=None):
+        """KVM or TCG for guests that boot a Linux kernel, with why
+        (:func:`nova_rdt.lab.guest.boot.detect_accel`: a KVM that hangs
+        a stock kernel, as this machine's PVM one does, means TCG)."""
+        if self._linux_accel is None:
+            from nova_rdt.lab.guest import boot as guest_boot
+            if kvm_unavailable_reason():
+                self._linux_accel = guest_boot.AccelDecision(
+                    "tcg", f"{kvm_unavailable_reason()}: using TCG")
+            else:
+                self._linux_accel = guest_boot.detect_accel(image)
+        return self._linux_accel
+
+    @property
+    def linux_domain_type(self) -> str:
+        """``<domain type>`` for Linux guests: kvm or qemu (TCG)."""
+        return self.linux_accel().domain_type
 
     @property
     def socket(self) -> str:

@@ -17,9 +17,17 @@ import os
 from typing import Any
 import unittest
 
+import fixtures
+from nova.virt.libvirt import vif as nova_vif
+
 from nova_rdt.lab.cloud.testbase import RdtServersTestBase
 
 LOG = logging.getLogger(__name__)
+
+# Nova's own VIF plugging through os-vif, kept before any test fixture
+# replaces it with a no-op (nova.tests.fixtures.libvirt.LibvirtFixture).
+_OS_VIF_METHODS = {name: getattr(nova_vif.LibvirtGenericVIFDriver, name)
+                   for name in ("_plug_os_vif", "_unplug_os_vif")}
 
 RDT_COMPUTE = "rdt-compute"
 PLAIN_COMPUTE = "plain-compute"
@@ -41,6 +49,16 @@ class CloudConfig:
     no_resctrl_dir: str
     #: ``[wsgi] api_paste_config`` (None: Nova's default).
     api_paste_config: str | None = None
+    #: Nova options set before the computes start: group -> {name: value}
+    #: ("DEFAULT" for the default group).
+    nova_flags: dict[str, dict[str, Any]] = dataclasses.field(
+        default_factory=dict)
+    #: Start the plain compute beside the RDT one.
+    plain_compute: bool = True
+    #: Let Nova plug VIFs through os-vif for real (its ovs plugin then
+    #: writes ports into the ovsdb that ``[os_vif_ovs]
+    #: ovsdb_connection`` names) instead of the test framework's no-op.
+    real_os_vif: bool = False
 
 
 class LabCloud(RdtServersTestBase):
@@ -68,15 +86,32 @@ class LabCloud(RdtServersTestBase):
             group="filter_scheduler")
         return super()._setup_scheduler_service()
 
+    def setUp(self):
+        super().setUp()
+        if self._config.real_os_vif:
+            for name, method in _OS_VIF_METHODS.items():
+                self.useFixture(fixtures.MonkeyPatch(
+                    f"nova.virt.libvirt.vif.LibvirtGenericVIFDriver.{name}",
+                    method))
+
     def start_lab_computes(self) -> None:
         """rdt-compute on the lab's resctrl, plain-compute on none."""
         cfg = self._config
+        for group, values in cfg.nova_flags.items():
+            self.flags(group=None if group == "DEFAULT" else group,
+                       **values)
+        if cfg.real_os_vif:
+            # os-vif's plugins read their options when loaded: load them
+            # again now that [os_vif_ovs] points at the lab's ovsdb.
+            import os_vif
+            os_vif.initialize(reset=True)
         self.flags(group="rdt", **cfg.rdt_flags)
         self.start_rdt_compute(RDT_COMPUTE, profile=cfg.profile,
                                resctrl_root=cfg.resctrl_root)
-        self.flags(resctrl_root=cfg.no_resctrl_dir, require_resctrl=False,
-                   group="rdt")
-        self.start_compute(PLAIN_COMPUTE)
+        if cfg.plain_compute:
+            self.flags(resctrl_root=cfg.no_resctrl_dir,
+                       require_resctrl=False, group="rdt")
+            self.start_compute(PLAIN_COMPUTE)
 
     def runTest(self):
         self._value = self._body(self)
