@@ -30,9 +30,9 @@ RDT_SETTINGS = ("off", "on")
 NOISY_LOADS = ("memtester", "stress-ng")
 
 EMULATED_NOTE = (
-    "RDT is emulated on this host: the nova-rdt flavors are scheduled, "
-    "written into the domains and applied to the emulated resctrl, but no "
-    "hardware enforces the cache partitioning, so the RDT on/off "
+    "RDT is emulated on this host: the nova-rdt flavors are scheduled and "
+    "written into the domains (and applied to the emulated resctrl where "
+    "libvirt takes them), but no hardware enforces the cache partitioning, so the RDT on/off "
     "difference is not a measurement of CAT.  The CPU and L3 contention "
     "between the two VMs is real: the idle/busy difference is a real "
     "measurement.")
