@@ -245,7 +245,14 @@ class Agent:
             recs, _bad = self.records.all()
             rec = next((r for r in recs if r.uuid == uuid), None)
             failpoints.hit("agent.release_before_record")
-            self.records.remove(uuid)
+            try:
+                self.records.remove(uuid)
+            except OSError as e:
+                # The PMD COS and the classes must still shrink; the
+                # stale record is dropped by the next reconcile.
+                LOG.error("%s", recovery.Degraded(
+                    recovery.state_reason(e),
+                    f"cannot remove the record of {uuid}: {e}").line())
             if rec is None:
                 return
             if rec.rdt_class:
@@ -283,15 +290,17 @@ class Agent:
 
     def _repair_class(self, cls: rdtclass.RdtClass, g) -> None:
         """A class group made but never given its ways (a crash between
-        its mkdir and its schemata write) still has the kernel's default,
-        every way: give it its own ways now.  A group whose masks have the
-        class's width is left alone (the controller may have moved them).
+        its mkdir and its schemata write) still has the kernel's default
+        (every way, or on newer kernels every unused and shareable way),
+        wider than the class: give it its own ways now.  A group no wider
+        than its class is left alone: the runtime controller narrows
+        classes on purpose, and this runs on every member's start.
         """
         caps = self.fs.capabilities()
         current = g.schemata()
         want = {name: max(cls.l3_ways, res.min_cbm_bits)
                 for name, res in caps.cache.items()}
-        if all(bin(mask).count("1") == want[name]
+        if all(bin(mask).count("1") <= want[name]
                for name in caps.cache
                for mask in current.domains(name).values()):
             return

@@ -188,10 +188,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         """Live resctrl state and the domains libvirt already allocated."""
         if self._rdt_fs is None or self._rdt_degraded is not None:
             return None
-        try:
-            view = HostView.collect(self._rdt_fs)
-        except (rdt_errors.ResctrlError, OSError) as e:
-            self._rdt_lost(e)
+        view = self._rdt_collect()
+        if view is None:
             return None
         caps = self._rdt_libvirt_caps
         # Host cells and classes go with the state, so the filter can
@@ -225,6 +223,20 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         except Exception:                       # pragma: no cover
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
         return self._rdt_claims.effective(*live)
+
+    def _rdt_collect(self) -> HostView | None:
+        """resctrl as it is now, or None once it is found gone.
+
+        A walk can meet a group libvirt removes meanwhile (ENOENT on one
+        file): that is read again, not taken for resctrl being lost."""
+        for attempt in (1, 2):
+            try:
+                return HostView.collect(self._rdt_fs)
+            except (rdt_errors.ResctrlError, OSError) as e:
+                if attempt == 1 and not recovery.resctrl_lost(e):
+                    continue
+                self._rdt_lost(e)
+        return None
 
     def _rdt_lost(self, e: BaseException) -> None:
         """resctrl stopped answering: said once, as one line."""
@@ -370,10 +382,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         """
         if not CONF.rdt.pmd_cos or not masks or self._rdt_fs is None:
             return None
-        try:
-            view = HostView.collect(self._rdt_fs)
-        except (rdt_errors.ResctrlError, OSError) as e:
-            self._rdt_lost(e)
+        view = self._rdt_collect()
+        if view is None:
             return "resctrl stopped answering"
         groups = {g.name: g for g in view.groups if g.kind == "ctrl"}
         pmd = groups.get(naming.pmd_group(self._rdt_fs.prefix))

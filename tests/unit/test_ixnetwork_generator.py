@@ -302,6 +302,22 @@ def test_a_session_of_its_own_and_no_clear_config(ix):
     assert g.session is None
 
 
+def test_a_failed_set_up_removes_its_session(ix, monkeypatch):
+    fake = ix()
+    g = _gen()
+
+    def no_ports(self):
+        raise RuntimeError("port 10.0.0.5/1/2 is owned by another user")
+
+    monkeypatch.setattr(ixnetwork.IxNetworkGenerator, "_set_up", no_ports)
+    with pytest.raises(RuntimeError, match="owned"):
+        g.trial(64, 1e6, 10)
+    # Not reused half-made by the next call, and not left on the chassis.
+    assert g.session is None
+    assert "/api/v1/sessions/2" not in fake.nodes
+    assert "/api/v1/sessions/1" in fake.nodes
+
+
 def test_clear_config_only_when_asked(ix):
     fake = ix()
     _gen(clear_config=True).trial(64, 1e6, 10)

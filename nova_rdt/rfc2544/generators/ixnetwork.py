@@ -118,6 +118,15 @@ class IxNetworkGenerator(TrafficGenerator):
             return
         from ixnetwork_restpy import SessionAssistant
         self.session = SessionAssistant(**self.api)
+        try:
+            self._set_up()
+        except BaseException:
+            # A half-made session would be reused by the next call, and
+            # the chassis would keep it (and the ports it took).
+            self.close()
+            raise
+
+    def _set_up(self):
         if self.session_name:
             # A label for the operator's session list; never looked up.
             self.session.Session.Name = self.session_name
