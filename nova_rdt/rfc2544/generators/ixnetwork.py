@@ -9,9 +9,11 @@ latency (in the configured mode's columns) and the latency bins from
 "Flow Statistics".
 
 The generator works in a session of its own: restpy creates a new one
-when neither a session id nor a name to look up is given, so a test that
-someone else runs on the same API server is never touched, and the
-session is removed at the end.  The new session's configuration is
+when neither a session id nor a name to look up is given, so another
+user's session and its configuration on the same API server are never
+touched, and the session is removed at the end.  The two test ports are
+taken with ``ForceOwnership``, as a run needs them: they must be this
+test's ports, not another user's.  The new session's configuration is
 cleared only when ``clear_config`` asks for it.
 
 This backend has not been run against a live chassis: its tests drive
