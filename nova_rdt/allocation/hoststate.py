@@ -19,6 +19,9 @@ from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 
 STATS_KEY = "rdt"
+# The stat naming why a host offers no RDT now ("" when healthy): the
+# driver publishes it beside an empty STATS_KEY, RDTFilter logs it.
+DEGRADED_STAT = "rdt_degraded"
 # 2: the compact form, with free runs, RMIDs, host cells and classes.
 STATS_VERSION = 2
 _READABLE_VERSIONS = (1, 2)

@@ -31,9 +31,7 @@ from nova_rdt.allocation import spec
 LOG = logging.getLogger(__name__)
 
 _POLICIES_PINNED = ("dedicated", "mixed")
-# The compute stat naming why a host offers no RDT now (the driver's
-# DEGRADED_STAT; not imported: the scheduler does not load the driver).
-DEGRADED_STAT = "rdt_degraded"
+DEGRADED_STAT = hoststate.DEGRADED_STAT
 
 # (host, node) -> (published string, its summary).  Not on the HostState:
 # Nova 34's HostManager builds new HostState objects for every request

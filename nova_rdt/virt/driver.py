@@ -60,9 +60,7 @@ if "rdt" not in CONF:
 
 # Claims of domains that never got defined are dropped after this long.
 CLAIM_GRACE_S = 600.0
-# The compute-node stat naming why the host offers no RDT now ("" when
-# it is healthy); RDTFilter logs it.
-DEGRADED_STAT = "rdt_degraded"
+DEGRADED_STAT = hoststate.DEGRADED_STAT
 
 
 class LibvirtRDTDriver(migration.LiveMigrationMixin,
