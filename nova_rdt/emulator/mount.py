@@ -25,6 +25,29 @@ from nova_rdt.emulator import versions
 RESCTRL_PATH = "/sys/fs/resctrl"
 
 
+def _listed_as_mount(path: str) -> bool:
+    """Whether ``path`` is a mount point in this mount namespace, from
+    /proc/self/mountinfo, which needs no answer from the file system."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return os.path.ismount(path)
+    for line in lines:
+        fields = line.split()
+        # Field 5 is the mount point, with space, tab, newline and
+        # backslash written as octal escapes.
+        if len(fields) > 4 and _unescape(fields[4]) == target:
+            return True
+    return False
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                  field)
+
+
 class EmulatorError(RuntimeError):
     pass
 
@@ -188,25 +211,3 @@ if __name__ == "__main__":
     sys.exit(_namespace_main(_args[0], _args[_sep + 1:],
                              _args[1] if _sep > 1 else None))
 
-
-def _listed_as_mount(path: str) -> bool:
-    """Whether ``path`` is a mount point in this mount namespace, from
-    /proc/self/mountinfo, which needs no answer from the file system."""
-    target = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return os.path.ismount(path)
-    for line in lines:
-        fields = line.split()
-        # Field 5 is the mount point, with space, tab, newline and
-        # backslash written as octal escapes.
-        if len(fields) > 4 and _unescape(fields[4]) == target:
-            return True
-    return False
-
-
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
-                  field)

@@ -90,6 +90,13 @@ def app():
         current: dict[str, str] = {}
 
         @staticmethod
+        def _authorized(req):
+            # Nova's policy engine is not set up here; the 403-first rule
+            # is tested with it in tests/functional/nova/
+            # test_flavor_check_policy.py.  An admin passes it.
+            return True
+
+        @staticmethod
         def _flavor(req, flavor_id):
             if flavor_id != "1":
                 return None
