@@ -199,31 +199,3 @@ def refusal(rules: CacheRules, current: int, pending: int, new: int,
                 f"{want:x}; the PMD mask {_span(grown):x} would also cover "
                 f"ways no sharing VM holds")
     return None
-
-
-def class_mask(free: int, ways: int, pmd: int) -> int | None:
-    """Where a class group's ``ways`` go among the ``free`` ways.
-
-    Sharing VMs must sit next to the PMD COS (:func:`refusal`), so the
-    free runs touching it are kept for them: the class takes libvirt's
-    best fit among the other runs, and only when none fits, the far end
-    of a touching run.  None when no run fits at all.
-    """
-    if not pmd:
-        return cbm.best_fit(free, ways)
-    near = (pmd << 1) | (pmd >> 1)
-    touching = [r for r in cbm.runs(free) if r.mask & near]
-    kept = 0
-    for r in touching:
-        kept |= r.mask
-    found = cbm.best_fit(free & ~kept, ways)
-    if found is not None:
-        return found
-    fitting = [r for r in touching if r.length >= ways]
-    if not fitting:
-        return None
-    run = min(fitting, key=lambda r: (r.length, r.start))
-    if run.start > pmd.bit_length() - 1:
-        # Above the PMD COS: the top end is the far one.
-        return cbm.Run(run.start + run.length - ways, ways).mask
-    return cbm.Run(run.start, ways).mask

@@ -312,12 +312,9 @@ class Agent:
 
     def _class_schemata(self, cls: rdtclass.RdtClass,
                         skip: str | None = None) -> Schemata:
-        """``cls.l3_ways`` free ways on every cache id, libvirt's way,
-        but away from the PMD COS, whose neighbours sharing VMs need."""
+        """``cls.l3_ways`` free ways on every cache id, libvirt's way."""
         caps = self.fs.capabilities()
         used: dict[tuple[str, int], int] = {}
-        pmd: dict[tuple[str, int], int] = {}
-        pmd_name = naming.pmd_group(self.fs.prefix)
         for g in self.fs.groups(with_mon=False):
             if g.kind != "ctrl" or g.name == skip:
                 continue
@@ -325,17 +322,13 @@ class Agent:
             for res in s.resources():
                 for cid, mask in s.domains(res).items():
                     used[res, cid] = used.get((res, cid), 0) | mask
-                    if g.name == pmd_name:
-                        pmd[res, cid] = mask
         lines: dict[str, dict[int, int]] = {}
         for res_name, res in caps.cache.items():
             lines[res_name] = {}
             for cid in sorted(res.domains):
                 free = cbm.full_mask(res.cbm_len) & ~used.get((res_name, cid),
                                                               0)
-                mask = pmdplan.class_mask(
-                    free, max(cls.l3_ways, res.min_cbm_bits),
-                    pmd.get((res_name, cid), 0))
+                mask = cbm.best_fit(free, max(cls.l3_ways, res.min_cbm_bits))
                 if mask is None:
                     raise IsolationError(
                         f"class {cls.name}: no {cls.l3_ways} contiguous "
