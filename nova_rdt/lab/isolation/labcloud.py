@@ -372,6 +372,22 @@ class LabIsolationCloud:
                 short: bool) -> list[dict]:
         srv = self._server(forwarding_id)
         self._route_through(srv)
+        frames = self._measure(srv, frame_sizes, short)
+        missing = [f["frame_size"] for f in frames
+                   if f.get("avg_latency_us") is None]
+        if missing:
+            # Under TCG a guest can stall for a whole trial; one search
+            # that found no passing rate is measured once more, and the
+            # OVS counters of both runs are kept.
+            self.say(f"    no result at {', '.join(map(str, missing))} B: "
+                     f"measuring once more")
+            again = {f["frame_size"]: f
+                     for f in self._measure(srv, missing, short)}
+            frames = [again.get(f["frame_size"], f) for f in frames]
+        return frames
+
+    def _measure(self, srv, frame_sizes: list[int],
+                 short: bool) -> list[dict]:
         traffic = self.lab.traffic
         gen = SoftwareGenerator(traffic.pairs[0][1], traffic.pairs[1][1],
                                 netns=traffic.name, flows=FLOWS,
