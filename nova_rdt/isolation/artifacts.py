@@ -5,24 +5,13 @@ and the two figures."""
 from __future__ import annotations
 
 import json
-import math
 import os
 
 from nova_rdt.isolation import figures
 from nova_rdt.isolation import tables as tables_mod
+from nova_rdt.rfc2544.report import finite
 
 SUMMARY = "summary.json"
-
-
-def finite(obj):
-    """``obj`` with every NaN or infinity as None: JSON has neither."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def write(summary: dict, out_dir: str, plots: bool = True) -> list[str]:
