@@ -43,8 +43,7 @@ def write_durably(path: str, data: bytes, mode: int = 0o644) -> None:
     """
     d = os.path.dirname(path) or "."
     tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                 mode)
+    fd = _create_new(tmp, mode)
     try:
         try:
             view = memoryview(data)
@@ -63,6 +62,21 @@ def write_durably(path: str, data: bytes, mode: int = 0o644) -> None:
         raise
     failpoints.hit("records.rename")
     fsync_dir(d)
+
+
+def _create_new(tmp: str, mode: int) -> int:
+    """A new file at ``tmp``, never one that was there: we run as root,
+    and a symlink or file planted at this predictable name must not
+    redirect the write.  What a crashed writer with our pid left (or
+    anything planted) is unlinked, which never follows a link, and the
+    create is tried once more."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+             | os.O_CLOEXEC)
+    try:
+        return os.open(tmp, flags, mode)
+    except FileExistsError:
+        os.unlink(tmp)
+        return os.open(tmp, flags, mode)
 
 
 def fsync_dir(path: str) -> None:

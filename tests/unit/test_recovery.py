@@ -505,3 +505,16 @@ def test_filter_refuses_rdt_on_a_degraded_host_then_passes_it_again(
     hs.stats = good
     assert f.host_passes(hs, want)
     assert rdt_filter.DEGRADED_STAT == rdt_driver.DEGRADED_STAT
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_written_through(
+        tmp_path):
+    # The writer runs as root and its temporary's name is predictable.
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    path = tmp_path / "state.json"
+    os.symlink(victim, f"{path}.{os.getpid()}.tmp")
+    records_mod.write_durably(str(path), b"{}")
+    assert victim.read_text() == "keep"
+    assert path.read_text() == "{}" and not path.is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["state.json", "victim"]
