@@ -86,6 +86,14 @@ def adopt(agent: Agent, report: ReconcileReport) -> None:
             continue
         if event is None or event.managed is None:
             continue
+        if agent.records.has_file(event.uuid):
+            # Its record is there but unreadable: reconcile reports it
+            # (records_unreadable) and leaves it for the operator to
+            # read; adopting would overwrite that evidence.
+            LOG.warning("reconcile: not adopting running %s (%s): its "
+                        "record file is unreadable and left in place",
+                        name, event.uuid)
+            continue
         try:
             agent.started(event)
         except Exception as e:          # one domain; the others go on

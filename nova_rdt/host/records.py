@@ -215,6 +215,10 @@ class Records:
     def _path(self, uuid: str) -> str:
         return os.path.join(self.dir, f"{uuid_mod.UUID(uuid)}.json")
 
+    def has_file(self, uuid: str) -> bool:
+        """Is there a record file for ``uuid``, readable or not?"""
+        return os.path.lexists(self._path(uuid))
+
     def put(self, rec: Record) -> None:
         # Readable by all: nova-compute and the exporter read records
         # unprivileged; they name domains, which are no secret on a host.

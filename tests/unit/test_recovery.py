@@ -518,3 +518,20 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(
     assert victim.read_text() == "keep"
     assert path.read_text() == "{}" and not path.is_symlink()
     assert sorted(os.listdir(tmp_path)) == ["state.json", "victim"]
+
+
+def test_an_unreadable_record_of_a_running_vm_is_left_not_adopted(host):
+    a = host.start("a", share=True)
+    path = os.path.join(host.records().dir, f"{a.uuid}.json")
+    with open(path, "wb") as f:
+        f.write(b"{torn")
+    report = host.reconcile()
+    assert report.adopted == []
+    assert any(d.startswith("records_unreadable:") for d in report.degraded)
+    with open(path, "rb") as f:
+        assert f.read() == b"{torn"        # the evidence stays
+    # Once the operator removes it, the next reconcile adopts the VM.
+    os.unlink(path)
+    report = host.reconcile()
+    assert report.adopted == [a.uuid]
+    assert report.degraded == []
