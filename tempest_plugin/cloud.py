@@ -18,7 +18,7 @@ import time
 from oslo_log import log as logging
 from tempest.common import waiters
 from tempest.lib import exceptions as lib_exc
-from tempest.lib.common import api_microversion_fixture
+from tempest.lib.services.compute import base_compute_client
 from tempest.lib.common.utils import data_utils
 from tempest.lib.common.utils import test_utils
 
@@ -264,14 +264,19 @@ class TempestCloud:
         return frames_mod.from_report(report.to_dict(result))
 
     def _diagnostics(self, server_id) -> dict | None:
+        # Tempest's APIMicroversionFixture resets the global to None on
+        # exit, which would strip the scenario's own microversion from
+        # every later request: set it for this call and put back what was.
+        before = base_compute_client.COMPUTE_MICROVERSION
+        base_compute_client.COMPUTE_MICROVERSION = DIAGNOSTICS_MICROVERSION
         try:
-            with api_microversion_fixture.APIMicroversionFixture(
-                    compute_microversion=DIAGNOSTICS_MICROVERSION):
-                return self.admin_servers_client.show_server_diagnostics(
-                    server_id)
+            return self.admin_servers_client.show_server_diagnostics(
+                server_id)
         except lib_exc.RestClientException as e:
             LOG.warning("no diagnostics of %s: %s", server_id, e)
             return None
+        finally:
+            base_compute_client.COMPUTE_MICROVERSION = before
 
     def _dataplane_macs(self, server_id) -> set[str]:
         ifaces = self.interfaces_client.list_interfaces(

@@ -337,3 +337,16 @@ def test_a_silent_console_is_waited_for_once(waiters):
     assert c.facts()["forwarder"] == "unknown"
     c.wait_active(c.boot("noisy", "f2", cloud_mod.NOISY))
     assert len(calls) == first + 1         # one look, no more waiting
+
+
+def test_diagnostics_keep_the_scenario_s_own_microversion(waiters,
+                                                          monkeypatch):
+    # A scenario class sets its microversion for the whole test; asking
+    # for diagnostics must not leave later requests without it.
+    monkeypatch.setattr(base_compute_client, "COMPUTE_MICROVERSION", "2.74")
+    test, c, _ = make()
+    sid = c.boot("fwd", "f1", cloud_mod.FORWARDING)
+    c.port_counters(sid)
+    c.load(sid)
+    assert [e[1] for e in test.log if e[0] == "diagnostics"] == ["2.48"] * 2
+    assert base_compute_client.COMPUTE_MICROVERSION == "2.74"
