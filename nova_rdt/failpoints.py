@@ -15,6 +15,10 @@ Off, :func:`hit` costs one dict lookup.  Arming:
   or ``hang``, optionally prefixed ``N*`` to fire on the N-th hit only,
   or ``trace``, which only counts the hits (:func:`counts`): how a
   harness learns which points an operation passes, to crash at each;
+  or ``die``, for a service run inside a test harness's process, where
+  ``exit`` would end the harness too: it raises :class:`FailpointDied`,
+  which no ``except Exception`` of the service catches, so the service's
+  code stops at the point as if its process had ended;
 * :func:`arm` / :func:`disarm`, and :func:`armed` as a context manager
   for tests.
 
@@ -40,7 +44,7 @@ ENV = "NOVA_RDT_FAILPOINTS"
 # Distinct from any exit status nova-rdt or Python gives on its own, so a
 # harness can tell "killed at the failpoint" from "failed".
 EXIT_CODE = 86
-ACTIONS = ("raise", "exit", "hang", "trace")
+ACTIONS = ("raise", "exit", "hang", "trace", "die")
 
 REGISTRY: dict[str, str] = {
     # The driver (nova-compute).
@@ -108,6 +112,15 @@ class FailpointError(RuntimeError):
 
     def __init__(self, name: str):
         super().__init__(f"failpoint {name} fired")
+        self.name = name
+
+
+class FailpointDied(BaseException):
+    """The ``die`` action: an in-process stand-in for the process ending
+    at the point (a BaseException, so the service cannot recover)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"failpoint {name} fired: died")
         self.name = name
 
 
@@ -215,6 +228,8 @@ def hit(name: str) -> None:
             return
     if arm_.action == "raise":
         raise FailpointError(name)
+    if arm_.action == "die":
+        raise FailpointDied(name)
     if arm_.action == "exit":
         # Say it before dying: the harness's logs then name the point.
         try:

@@ -93,6 +93,18 @@ def test_raise_names_the_point(name):
     fp.hit(name)                  # disarmed on leaving the block
 
 
+def test_die_is_past_every_except_exception():
+    # What an in-process harness arms for a service that should "exit".
+    with fp.armed({"driver.after_claim": "die"}):
+        with pytest.raises(fp.FailpointDied) as e:
+            try:
+                fp.hit("driver.after_claim")
+            except Exception:               # a service's own handler
+                pytest.fail("die was caught as an Exception")
+        assert fp.counts() == {"driver.after_claim": 1}
+    assert e.value.name == "driver.after_claim"
+
+
 def test_nth_hit_only():
     with fp.armed({"records.write": "3*raise"}):
         fp.hit("records.write")

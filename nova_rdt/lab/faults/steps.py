@@ -11,8 +11,9 @@ exactly Nova's ACTIVE servers, which Nova's driver does on a real host),
 ``nova-rdt reconcile`` runs, then the resource tracker's periodic task.
 
 A failpoint ``exit`` inside nova-compute (this process) cannot end the
-process: it unwinds the build with an exception no Nova handler catches
-(what runs after the point never runs, as in a real exit), and the
+process: it is armed as ``die``, which unwinds the build with an
+exception no Nova handler catches (what runs after the point never
+runs, as in a real exit), and the
 compute is then restarted, losing its memory (claims) as a real one
 would.
 """
@@ -38,18 +39,6 @@ from nova_rdt.lab.faults.plan import Run
 DEAD_PID = records_mod.MAX_PID - 1
 DEAD_GROUP = "qemu-900-instance-dead-vcpus_0"
 CLI_TIMEOUT = 60.0
-
-
-class _ComputeDied(BaseException):
-    """nova-compute 'exited' at a failpoint (see the module's notes)."""
-
-    #: Set when raised: the build that died never settles, so the run
-    #: stops waiting for it then.
-    fired = False
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        type(self).fired = True
 
 
 @dataclasses.dataclass
@@ -310,10 +299,9 @@ class Harness:
         """Arms a failpoint fault; returns the value for a CLI's env."""
         action = "exit" if run.fault == "failpoint-exit" else "raise"
         if run.process == "compute":
-            failpoints.arm({run.point: "raise"})
-            if action == "exit":
-                _ComputeDied.fired = False
-                failpoints.FailpointError = _ComputeDied
+            # nova-compute runs in this process: it "exits" by dying.
+            failpoints.arm({run.point: "die" if action == "exit"
+                            else "raise"})
             return None
         if run.process == "hook":
             self.hook.arm(f"{run.point}={action}")
@@ -322,7 +310,6 @@ class Harness:
 
     def _disarm(self) -> None:
         failpoints.disarm()
-        failpoints.FailpointError = _ORIGINAL_ERROR
         self.hook.disarm()
 
     def _fault_and_operation(self, run: Run, ctx: dict) -> str:
@@ -348,9 +335,9 @@ class Harness:
         op = run.operation
         try:
             if op in ("spawn", "class-update"):
-                died = (lambda: _ComputeDied.fired) if (
-                    run.fault == "failpoint-exit"
-                    and run.process == "compute") else None
+                died = (lambda: failpoints.counts().get(run.point, 0) > 0
+                        ) if (run.fault == "failpoint-exit"
+                              and run.process == "compute") else None
                 s = self.servers.boot("fwd" if op == "spawn" else "be",
                                       until=died)
                 if died and died():
@@ -375,7 +362,7 @@ class Harness:
             if op == "reconcile":
                 res = self.cli("reconcile", armed=env)
                 return _said(res)
-        except _ComputeDied:
+        except failpoints.FailpointDied:
             return "nova-compute died at the failpoint"
         except Exception as e:
             return f"{op} failed: {type(e).__name__}: {e}"[:300]
@@ -424,7 +411,6 @@ class Harness:
         return steps
 
 
-_ORIGINAL_ERROR = failpoints.FailpointError
 #: What the hook says when the state path refuses its write.
 _HOOK_ERRNO = {"enospc": "No space left on device",
                "readonly": "Read-only file system"}
