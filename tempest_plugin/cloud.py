@@ -18,9 +18,9 @@ import time
 from oslo_log import log as logging
 from tempest.common import waiters
 from tempest.lib import exceptions as lib_exc
-from tempest.lib.services.compute import base_compute_client
 from tempest.lib.common.utils import data_utils
 from tempest.lib.common.utils import test_utils
+from tempest.lib.services.compute import base_compute_client
 
 from nova_rdt.isolation import cloud as cloud_mod
 from nova_rdt.isolation import frames as frames_mod
