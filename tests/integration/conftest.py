@@ -39,6 +39,18 @@ def lab_skip_reason(libvirt: bool = False, ovs: bool = False,
     return "; ".join(reasons) if reasons else None
 
 
+def skip_unless_nova_lab() -> None:
+    """Skip, saying why, unless the lab's Nova scenarios can run here:
+    root, FUSE, libvirtd, OVS-DPDK and Nova's functional framework."""
+    reason = lab_skip_reason(libvirt=True, ovs=True)
+    if reason:
+        pytest.skip(reason)
+    try:
+        import nova.tests.functional.libvirt.base  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"Nova's functional framework is not importable: {e}")
+
+
 @pytest.fixture(scope="session")
 def libvirt_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("libvirt-cache"))

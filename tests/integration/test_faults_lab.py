@@ -20,7 +20,7 @@ from nova_rdt import failpoints
 from nova_rdt.lab.faults import check
 from nova_rdt.lab.faults import plan
 from nova_rdt.lab.faults import table
-from tests.integration.conftest import lab_skip_reason
+from tests.integration.conftest import skip_unless_nova_lab
 
 A, B = "11111111-1111-1111-1111-111111111111", \
     "22222222-2222-2222-2222-222222222222"
@@ -239,19 +239,9 @@ def test_table():
 # -- the scenario on the Host lab ----------------------------------------
 
 
-def _skip():
-    reason = lab_skip_reason(libvirt=True, ovs=True)
-    if reason:
-        pytest.skip(reason)
-    try:
-        import nova.tests.functional.libvirt.base  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"Nova's functional framework is not importable: {e}")
-
-
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory, libvirt_cache):
-    _skip()
+    skip_unless_nova_lab()
     out = tmp_path_factory.mktemp("faults") / "report"
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",

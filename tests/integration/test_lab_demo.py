@@ -11,17 +11,7 @@ import sys
 
 import pytest
 
-from tests.integration.conftest import lab_skip_reason
-
-
-def _skip():
-    reason = lab_skip_reason(libvirt=True, ovs=True)
-    if reason:
-        pytest.skip(reason)
-    try:
-        import nova.tests.functional.libvirt.base  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"Nova's functional framework is not importable: {e}")
+from tests.integration.conftest import skip_unless_nova_lab
 
 
 def _l3(path):
@@ -35,7 +25,7 @@ def _l3(path):
 
 
 def _run(tmp_path, scenario, libvirt_cache):
-    _skip()
+    skip_unless_nova_lab()
     out = tmp_path / "report"
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
