@@ -107,7 +107,8 @@ class LabCloud(RdtServersTestBase):
             os_vif.initialize(reset=True)
         self.flags(group="rdt", **cfg.rdt_flags)
         self.start_rdt_compute(RDT_COMPUTE, profile=cfg.profile,
-                               resctrl_root=cfg.resctrl_root)
+                               resctrl_root=cfg.resctrl_root,
+                               state_path=cfg.rdt_flags.get("state_path"))
         if cfg.plain_compute:
             self.flags(resctrl_root=cfg.no_resctrl_dir,
                        require_resctrl=False, group="rdt")

@@ -237,6 +237,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
                           profile: str = "gold-6252",
                           host_info: fakelibvirt.HostInfo | None = None,
                           resctrl_root: str | None = None,
+                          state_path: str | None = None,
                           **kwargs) -> str:
         """Start a compute on an emulated RDT host; returns the hostname.
 
@@ -244,6 +245,9 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         resctrl_root``/``sysfs_cpu_root`` at it (the driver reads them at
         init_host, so they are set just before this compute starts) and
         makes the host's fake libvirt report the resctrl capabilities.
+        ``state_path`` is ``[rdt] state_path`` (default: a directory of
+        this host's own): a lab passes its hook's, so that the compute
+        reads the records the real hook writes.
         ``host_info`` must have one NUMA node per L3 domain of the profile;
         L3 cache id i covers NUMA node i's CPUs.  Other keyword arguments go
         to ``start_compute`` (pci_info, libvirt_version, ...).  Skips the
@@ -284,7 +288,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
             sysfs_cpu_root=write_host_sysfs(
                 prof, banks, os.path.join(workdir, "sysfs-cpu")),
             cache_xml=cache_xml, memory_bandwidth_xml=membw_xml,
-            state_path=os.path.join(workdir, "state"))
+            state_path=state_path or os.path.join(workdir, "state"))
         self._rdt_hosts[hostname] = host
         self.flags(group="rdt", **host.flags())
         return self.start_compute(hostname=hostname, host_info=host_info,
