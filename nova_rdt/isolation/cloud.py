@@ -99,7 +99,11 @@ class IsolationCloud(typing.Protocol):
     def load(self, server_id: str) -> dict | None:
         """Cumulative load figures of the server, e.g. ``{"cpu_time_ns":
         int}`` (the guest's CPU time over all vCPUs); None if unknown.
-        Only ``cpu_time_ns`` is judged; other keys are recorded."""
+        ``cpu_time_ns`` is judged; ``rdt_group``, ``mbm_total_bytes``,
+        ``mbm_local_bytes`` and ``llc_occupancy_bytes`` (the server's
+        resctrl group counters, None without a group) feed the
+        non-binding ``neighbour_counters`` verdict; other keys are
+        recorded."""
 
 
 def check_facts(facts: dict) -> dict:

@@ -30,12 +30,13 @@ RDT_SETTINGS = ("off", "on")
 NOISY_LOADS = ("memtester", "stress-ng")
 
 EMULATED_NOTE = (
-    "RDT is emulated on this host: the nova-rdt flavors are scheduled and "
-    "written into the domains (and applied to the emulated resctrl where "
-    "libvirt takes them), but no hardware enforces the cache partitioning, so the RDT on/off "
-    "difference is not a measurement of CAT.  The CPU and L3 contention "
-    "between the two VMs is real: the idle/busy difference is a real "
-    "measurement.")
+    "RDT is emulated on this host: the nova-rdt flavors are scheduled, "
+    "written into the domains and applied to the emulated resctrl (by "
+    "libvirt, or by the lab in its stead where libvirt refuses them under "
+    "TCG), but no hardware enforces the cache partitioning, so the RDT "
+    "on/off difference is not a measurement of CAT.  The CPU and L3 "
+    "contention between the two VMs is real: the idle/busy difference is "
+    "a real measurement.")
 
 
 class IsolationError(Exception):
@@ -229,13 +230,49 @@ def _delta(before: dict | None, after: dict | None,
         return None
 
 
+#: Cumulative group counters a cloud's load() may report beside
+#: ``cpu_time_ns`` (bytes; their rate is judged), and gauges (recorded).
+GROUP_COUNTERS = ("mbm_total_bytes", "mbm_local_bytes")
+GROUP_GAUGES = ("llc_occupancy_bytes",)
+
+
+def group_counters(before: dict | None, after: dict | None,
+                   seconds: float) -> dict | None:
+    """The neighbour's resctrl group counters over one measurement.
+
+    None when the cloud reports no group counters at all (no
+    ``rdt_group`` key: a Tempest cloud); ``rdt_group`` None when the
+    neighbour has no group (its flavor has no ``rdt:`` keys).  Each
+    counter's delta and rate (``<key>_per_s``, bytes/s) are None when a
+    side is missing or the counter went backwards (a reset is no rate).
+    """
+    if not isinstance(after, dict) or "rdt_group" not in after:
+        return None
+    out: dict = {"rdt_group": after.get("rdt_group")}
+    for key in GROUP_COUNTERS:
+        a = before.get(key) if isinstance(before, dict) else None
+        b = after.get(key)
+        delta = (b - a if isinstance(a, int) and isinstance(b, int)
+                 and b >= a else None)
+        out[key] = delta
+        out[key + "_per_s"] = (round(delta / seconds, 1)
+                               if delta is not None and seconds > 0
+                               else None)
+    for key in GROUP_GAUGES:
+        out[key] = after.get(key)
+    return out
+
+
 def judge_load(neighbour: str, before: dict | None, after: dict | None,
                seconds: float, settings: Settings) -> dict:
     """Did the neighbour's CPU time grow when busy, and only then?
-    ``ok`` is None when the cloud cannot tell."""
+    ``ok`` is None when the cloud cannot tell.  Group counters, when the
+    cloud reports them, are recorded under ``counters`` (judged across
+    conditions by :func:`counter_verdicts`)."""
     grown = _delta(before, after, ("cpu_time_ns",))
     out = {"before": before, "after": after, "seconds": round(seconds, 3),
-           "cpu_time_ns": None, "cpu_share": None, "ok": None}
+           "cpu_time_ns": None, "cpu_share": None, "ok": None,
+           "counters": group_counters(before, after, seconds)}
     if grown is None or seconds <= 0:
         return out
     share = grown["cpu_time_ns"] / 1e9 / seconds
@@ -402,12 +439,56 @@ def ratio_verdicts(conditions: list[dict], settings: Settings,
     return out
 
 
+def counter_verdicts(conditions: list[dict]) -> list[dict]:
+    """Per rdt setting, non-binding: did the neighbour's group show more
+    activity busy than idle?  Memory bandwidth (MBM total, bytes/s over
+    the measurement) where the platform counts it, else LLC occupancy at
+    the end of the measurement (CMT-only hosts, such as the ONP app
+    note's Haswell).  Said, not judged, where the cloud reports no group
+    counters or the neighbour has no group."""
+    by = {(c["rdt"], c["neighbour"]): (c.get("neighbour_load") or {})
+          .get("counters") for c in conditions}
+    out = []
+    for rdt in RDT_SETTINGS:
+        if (rdt, "idle") not in by or (rdt, "busy") not in by:
+            continue
+        idle, busy = by[(rdt, "idle")], by[(rdt, "busy")]
+        if idle is None or busy is None:
+            ok, detail = None, ("not reported: the cloud reports no group "
+                                "counters for the neighbour")
+        elif idle["rdt_group"] is None or busy["rdt_group"] is None:
+            ok, detail = None, ("the neighbour has no resctrl group (no "
+                                "rdt: keys in its flavor): no counters")
+        else:
+            ok, detail = _counter_compare(idle, busy)
+        out.append(_verdict("neighbour_counters", ok, False, detail,
+                            rdt=rdt))
+    return out
+
+
+def _counter_compare(idle: dict, busy: dict) -> tuple:
+    group = busy["rdt_group"]
+    for key, what, scale, unit in (
+            ("mbm_total_bytes_per_s", "MBM total", 1e6, "MB/s"),
+            ("llc_occupancy_bytes", "LLC occupancy", 2 ** 20, "MiB")):
+        a, b = idle.get(key), busy.get(key)
+        if a is None or b is None:
+            continue
+        ok = b > a
+        return ok, (f"group {group}: {what} {b / scale:.2f} {unit} busy vs "
+                    f"{a / scale:.2f} {unit} idle"
+                    + ("" if ok else ": busy did not show more"))
+    return None, (f"group {group}: neither MBM nor LLC occupancy was read "
+                  f"in both conditions")
+
+
 def summarize(facts: dict, conditions: list[dict], verdicts: list[dict],
               settings: Settings, hosts: dict) -> dict:
     """The summary document (the issue's schema, plus tables, verdicts,
     notes, settings and an overall ``ok``)."""
     facts = cloud_mod.check_facts(facts)
-    verdicts = verdicts + ratio_verdicts(conditions, settings, facts["rdt"])
+    verdicts = (verdicts + ratio_verdicts(conditions, settings, facts["rdt"])
+                + counter_verdicts(conditions))
     notes = []
     if facts["rdt"] == "emulated":
         notes.append(EMULATED_NOTE)

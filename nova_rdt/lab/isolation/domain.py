@@ -16,7 +16,8 @@ What changes here, and only this:
 * under TCG only (``domain type='qemu'``): ``<cachetune>`` and
   ``<memorytune>`` are taken out, because libvirt refuses them for
   non-KVM domains ("cachetune is only supported for KVM domains"); the
-  caller is told what they were (:attr:`Realized.dropped_tune`).
+  caller is told what they were (:attr:`Realized.dropped_tune`) and
+  makes the group libvirt would have made (:mod:`.libvirt_tune`).
 
 Everything else Nova wrote stays: the domain type, vCPUs, the guest NUMA
 cells, memory backing (file-backed, shared: vhost-user needs it), the
@@ -123,7 +124,8 @@ def for_real_libvirt(nova_xml: str, kernel: str, initrd: str,
                 dropped.append(etree.tostring(el, encoding="unicode"))
                 cputune.remove(el)
                 changes.append(f"dropped <{el.tag} vcpus='{el.get('vcpus')}'>"
-                               f": libvirt allows it for KVM domains only")
+                               f": libvirt allows it for KVM domains only "
+                               f"(the lab applies it in libvirt's stead)")
     sockets = tuple(
         src.get("path") for src in devices.iterfind(
             "interface[@type='vhostuser']/source"))

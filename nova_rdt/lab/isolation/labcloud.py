@@ -8,6 +8,13 @@ the lab's real ovsdb; each domain Nova defines is then defined and
 started by the lab's real libvirtd (:mod:`.domain` says what changes).
 Traffic: generator netns -> p0 -> vhost-user -> guest forwarder ->
 vhost-user -> p1 -> receiver (and back the other way).
+
+Under TCG libvirt refuses the ``<cachetune>``/``<memorytune>`` Nova
+wrote; the lab then makes the group libvirt would have made
+(:mod:`.libvirt_tune`) while the domain is still paused.  The servers'
+group counters come from nova-rdt's exporter, run on the lab's resctrl
+mount for as long as this cloud has servers (:meth:`delete_all` stops
+it).
 """
 
 from __future__ import annotations
@@ -21,12 +28,18 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
+from nova_rdt.allocation import naming
 from nova_rdt.isolation import cloud as iso_cloud
 from nova_rdt.isolation import frames as iso_frames
 from nova_rdt.lab.cloud import vhostuser
+from nova_rdt.lab.demo.stages import exporter as exporter_stage
 from nova_rdt.lab.guest import boot as guest_boot
 from nova_rdt.lab.isolation import domain as domain_mod
+from nova_rdt.lab.isolation import group_counters
+from nova_rdt.lab.isolation import libvirt_alloc
+from nova_rdt.lab.isolation import libvirt_tune
 from nova_rdt.lab.ovsdpdk import BRIDGE
+from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.rfc2544 import engine
 from nova_rdt.rfc2544 import report as rfc_report
 from nova_rdt.rfc2544 import search
@@ -110,8 +123,14 @@ class LabIsolationCloud:
         self.flavors: list[str] = []
         self.forwarder = "unknown"
         self.trials: list[dict] = []
-        #: Servers whose RDT elements libvirt could not apply (TCG).
+        #: Servers whose RDT elements were applied by nobody (TCG).
         self.rdt_not_applied: list[str] = []
+        #: Server id -> the groups the lab made in libvirt's stead.
+        self.tuned: dict[str, libvirt_tune.Applied] = {}
+        #: What the lab applied for libvirt, per server name (the report).
+        self.rdt_by_lab: dict[str, dict] = {}
+        self.exporter: exporter_stage.Exporter | None = None
+        self.exporter_error: str | None = None
         os.makedirs(os.path.join(out_dir, "domains"), exist_ok=True)
 
     # -- facts -------------------------------------------------------------
@@ -121,6 +140,7 @@ class LabIsolationCloud:
                 "forwarder": self.forwarder,
                 "rdt": "emulated" if self.lab.emulated else "real",
                 "rdt_not_applied": list(self.rdt_not_applied),
+                "rdt_applied_by_lab": dict(self.rdt_by_lab),
                 "traffic_path": "generator netns -> OVS-DPDK p0 -> "
                                 "vhost-user -> guest forwarder -> "
                                 "vhost-user -> OVS-DPDK p1 -> receiver"}
@@ -212,26 +232,85 @@ class LabIsolationCloud:
             f.write(nova_xml)
         with open(os.path.join(ddir, f"{srv.name}.changes.txt"), "w") as f:
             f.write("\n".join(real.changes) + "\n")
-        if real.dropped_tune:
-            self.rdt_not_applied.append(srv.name)
-            self.say(f"  {srv.name}: TCG: libvirt takes <cachetune>/"
-                     f"<memorytune> for KVM domains only; not applied")
         libvirt = self.lab.libvirt
         libvirt.define(real.xml)
         srv.domain = real.name
-        libvirt.start_domain(real.name, paused=False)
-        with open(os.path.join(ddir, f"{srv.name}.xml"), "w") as f:
-            f.write(libvirt.dumpxml(real.name))
+        # With RDT elements to stand in for, the vCPUs wait for their
+        # group (see libvirt_tune's module doc for the order).
+        libvirt.start_domain(real.name, paused=bool(real.dropped_tune))
         socks = ", ".join(map(os.path.basename, real.vhostuser_sockets))
         self.say(f"  {srv.name}: libvirt started {real.name} "
                  f"({self.accel.domain_type}) from Nova's XML"
-                 + (f", vhost-user {socks}" if socks else ""))
+                 + (f", vhost-user {socks}" if socks else "")
+                 + (", paused until its resctrl group is made"
+                    if real.dropped_tune else ""))
+        if real.dropped_tune:
+            self._tune_for_libvirt(srv, real, ddir)
+            libvirt.virsh("resume", real.name)
+        with open(os.path.join(ddir, f"{srv.name}.xml"), "w") as f:
+            f.write(libvirt.dumpxml(real.name))
         srv.ready_line = self._wait_ready(srv, log)
         self.say(f"  {srv.name}: {srv.ready_line}")
         if srv.role == iso_cloud.FORWARDING:
             self.forwarder = guest_boot.forwarder_of(srv.ready_line)
             for p in self._ovs_ports(srv):
                 self._wait_link(p)
+
+    def _resctrl(self) -> Resctrl:
+        return Resctrl(self.lab.resctrl_root,
+                       sysfs_cpu=self.lab.sysfs_cpu_root)
+
+    def _tune_for_libvirt(self, srv: _Server, real: domain_mod.Realized,
+                          ddir: str) -> None:
+        """What libvirt does for a KVM domain's RDT elements, done by the
+        lab for this TCG one; then the hook's reconnect, so that its
+        record names the group and the PMD COS is derived again."""
+        libvirt = self.lab.libvirt
+        try:
+            tunes = libvirt_alloc.parse_tunes(real.dropped_tune)
+            domid = int(libvirt.virsh("domid", real.name).strip())
+            tids = libvirt_tune.query_vcpu_threads(libvirt, real.name)
+            applied = libvirt_tune.create(self._resctrl(), real.name, domid,
+                                          tunes, tids)
+        except (libvirt_alloc.TuneError, libvirt_tune.StandInError,
+                ValueError) as e:
+            # libvirt would have refused to start the domain: so does
+            # the lab (delete() destroys it).
+            raise LabCloudError(f"{srv.name}: {e}") from e
+        self.tuned[srv.id] = applied
+        msg = applied.message()
+        self.say(f"  {srv.name}: {msg}")
+        with open(os.path.join(ddir, f"{srv.name}.changes.txt"), "a") as f:
+            f.write(msg + "\n")
+        try:
+            rec = libvirt_tune.replay_reconnect(
+                self.lab, real.name, real.uuid, libvirt.dumpxml(real.name),
+                applied.groups)
+        except libvirt_tune.StandInError as e:
+            raise LabCloudError(f"{srv.name}: {e}") from e
+        pmd = self._pmd_l3() if rec.pmd_share else None
+        self.rdt_by_lab[srv.name] = {
+            "groups": applied.groups, "made": list(applied.made),
+            "l3": {a.group: {res: {str(c): f"{m:#x}" for c, m in d.items()}
+                             for res, d in a.granted.items()}
+                   for a in applied.allocations},
+            "hook_record_group": rec.group, "pmd_share": rec.pmd_share,
+            "pmd_l3_after_reconnect": pmd, "message": msg}
+        self.say(f"  {srv.name}: nova-rdt hook (reconnect): record names "
+                 f"{rec.group}"
+                 + (f"; PMD COS derived again: L3 {pmd}" if pmd else ""))
+
+    def _pmd_l3(self) -> str | None:
+        """The PMD group's L3 line, as the hook left it."""
+        settings = self.lab.hook_settings(host_view=True)
+        fs = self._resctrl()
+        try:
+            g = fs.group(naming.pmd_group(settings.group_prefix))
+            doms = g.schemata().domains("L3")
+        except Exception:  # the report says "none"; the run goes on
+            return None
+        return ";".join(f"{c}={m:#x}" for c, m in sorted(doms.items())) \
+            or None
 
     def _wait_ready(self, srv: _Server, log: str) -> str:
         want = guest_boot.READY[IMAGE_ROLE[srv.role]]
@@ -294,6 +373,11 @@ class LabIsolationCloud:
         if srv.domain:
             self.lab.libvirt.virsh("destroy", srv.domain, check=False)
             self.lab.libvirt.virsh("undefine", srv.domain, check=False)
+        applied = self.tuned.pop(server_id, None)
+        if applied is not None:
+            # libvirt removes a stopped domain's groups
+            # (virResctrlAllocRemove): so does the lab, for its own.
+            libvirt_tune.remove(self._resctrl(), applied)
         try:
             self.nova.api.delete_server(server_id)
         except api_client.OpenStackApiNotFoundException:
@@ -313,7 +397,8 @@ class LabIsolationCloud:
         del self.servers[server_id]
 
     def delete_all(self) -> None:
-        """Every server and flavor this cloud made (clean-up)."""
+        """Every server and flavor this cloud made, and the exporter
+        (clean-up)."""
         for sid in list(self.servers):
             try:
                 self.delete(sid)
@@ -324,6 +409,12 @@ class LabIsolationCloud:
                 self.delete_flavor(fid)
             except Exception:
                 LOG.exception("deleting flavor %s", fid)
+        self.stop_exporter()
+
+    def stop_exporter(self) -> None:
+        if self.exporter is not None:
+            self.exporter.stop()
+            self.exporter = None
 
     # -- measurements ------------------------------------------------------
 
@@ -366,7 +457,41 @@ class LabIsolationCloud:
             return None
         out = self.lab.libvirt.virsh("domstats", "--cpu-total", srv.domain)
         m = re.search(r"cpu\.time=(\d+)", out)
-        return {"cpu_time_ns": int(m.group(1))} if m else None
+        if not m:
+            return None
+        return {"cpu_time_ns": int(m.group(1)), **self._counters(server_id)}
+
+    def _counters(self, server_id: str) -> dict:
+        """The server's group counters from the exporter's /metrics
+        (None-valued without a group: the flavor had no rdt: keys)."""
+        applied = self.tuned.get(server_id)
+        if applied is None or not applied.groups:
+            return group_counters.none_values()
+        # The counters are a report, not a check: an exporter that fails
+        # is said, and the measurement goes on without them.
+        try:
+            if self.exporter_error:
+                raise group_counters.CountersError(self.exporter_error)
+            if self.exporter is None:
+                exporter = exporter_stage.Exporter(
+                    self.lab, os.path.join(self.out_dir, "exporter.log"))
+                try:
+                    url = exporter.start()
+                except exporter_stage.ExporterError as e:
+                    # Once: a second start would fail the same way, slowly.
+                    self.exporter_error = str(e)
+                    raise
+                self.exporter = exporter
+                self.say(f"  nova-rdt exporter on {url} (the servers' group "
+                         f"counters)")
+            return group_counters.of_group(
+                group_counters.scrape(self.exporter.url), applied.groups[0])
+        except (exporter_stage.ExporterError,
+                group_counters.CountersError) as e:
+            self.say(f"  group counters of {applied.groups[0]} not read: {e}")
+            return {**group_counters.none_values(),
+                    "rdt_group": applied.groups[0],
+                    "counters_error": str(e)}
 
     def measure(self, forwarding_id: str, frame_sizes: list[int],
                 short: bool) -> list[dict]:
