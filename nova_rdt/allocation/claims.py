@@ -12,6 +12,7 @@ resctrl it carries the allocation itself and the claim stops counting.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Container
 from collections.abc import Iterable
 import dataclasses
 import itertools
@@ -33,9 +34,11 @@ class Claim:
     pmd_share: bool = False
 
 
-def libvirt_domain_names(group_names: Iterable[str]) -> set[str]:
-    """Short domain names of the libvirt groups among ``group_names``."""
-    return {n for n in map(naming.libvirt_short_name, group_names) if n}
+def libvirt_domain_names(group_names: Iterable[str]
+                         ) -> naming.LibvirtMachines:
+    """The libvirt groups among ``group_names``; ``domain_name in`` it
+    says whether libvirt has made that domain's group."""
+    return naming.LibvirtMachines(group_names)
 
 
 class ClaimLedger:
@@ -48,18 +51,18 @@ class ClaimLedger:
     def __len__(self) -> int:
         return len(self._claims)
 
-    def pending(self, allocated_names: set[str],
+    def pending(self, allocated_names: Container[str],
                 exclude: str | None = None) -> list[Claim]:
-        """Claims whose libvirt group is not in ``allocated_names``."""
+        """Claims whose domain has no group in ``allocated_names`` (see
+        :func:`libvirt_domain_names`)."""
         return sorted((c for c in self._claims.values()
                        if c.instance_uuid != exclude
                        and c.demand.needs_clos
-                       and naming.libvirt_short(c.domain_name)
-                       not in allocated_names),
+                       and c.domain_name not in allocated_names),
                       key=lambda c: c.seq)
 
     def placements(self, live: hoststate.HostRdtState,
-                   allocated_names: set[str], exclude: str | None = None
+                   allocated_names: Container[str], exclude: str | None = None
                    ) -> tuple[hoststate.HostRdtState,
                               list[tuple[Claim, dict[int, dict[str, int]]]]]:
         """``live`` with every pending claim laid on in claim order, and
@@ -79,14 +82,14 @@ class ClaimLedger:
         return state, placed
 
     def effective(self, live: hoststate.HostRdtState,
-                  allocated_names: set[str],
+                  allocated_names: Container[str],
                   exclude: str | None = None) -> hoststate.HostRdtState:
         """``live`` with every pending claim laid on in claim order."""
         return self.placements(live, allocated_names, exclude)[0]
 
     def claim(self, instance_uuid: str, domain_name: str,
               d: planner.Demand, live: hoststate.HostRdtState,
-              allocated_names: set[str], pmd_share: bool = False
+              allocated_names: Container[str], pmd_share: bool = False
               ) -> dict[int, dict[str, int]]:
         """Plan ``d`` against live state and pending claims; record it.
 

@@ -25,11 +25,22 @@ GROUP_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
 # rdt:class values and [rdt] classes names.
 CLASS_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}\Z")
 
-# libvirt's virResctrlAllocDeterminePath: "qemu-<domid>-<name>-vcpus_<list>",
-# where <name> is the domain name cut to 20 characters.
+# libvirt's virResctrlAllocDeterminePath names a domain's group
+# "<machine name>-<alloc id>", the id being "vcpus_<list>" unless the XML
+# gives one (nova-rdt's never does).  The machine name of a privileged QEMU
+# domain is "qemu-<domid>-<name made hostname-safe>" (see
+# libvirt_machine_name); a hostname has no "_", so the first "_" in a
+# group's name is its id's, and what precedes "-vcpus_" is the machine name.
 LIBVIRT_GROUP_PREFIX_RE = re.compile(r"qemu-\d+-")
-LIBVIRT_GROUP_RE = re.compile(r"qemu-\d+-(?P<name>.+?)-vcpus_")
-LIBVIRT_SHORT_NAME_MAX = 20
+LIBVIRT_GROUP_RE = re.compile(
+    r"(?P<machine>qemu-(?P<domid>\d+)"
+    r"(?:-[A-Za-z0-9]+(?:[.-][A-Za-z0-9]+)*)?)-vcpus_")
+# virDomainMachineNameAppendValid stops appending once the whole machine
+# name, prefix included, holds this many characters (a hostname's length:
+# the machine name is the domain's name at systemd-machined too).
+LIBVIRT_MACHINE_NAME_MAX = 64
+_HOSTNAME_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 
 # The driver's <metadata> element, read back by the hook.
 METADATA_NS = "http://openstack.org/xmlns/libvirt/nova-rdt/1.0"
@@ -56,15 +67,105 @@ def is_libvirt_group(name: str) -> bool:
     return LIBVIRT_GROUP_PREFIX_RE.match(name) is not None
 
 
-def libvirt_short_name(group_name: str) -> str | None:
-    """The (cut) domain name in a libvirt group's name, or None."""
+def _append_valid(prefix: str, name: str) -> str:
+    # virDomainMachineNameAppendValid as libvirt 9.0 (Debian 12) has it,
+    # checked against its libvirtd in tests/integration/
+    # test_lab_libvirt.py.  Only a kept character ends a run of "."/"-":
+    # a dropped one ("_", "!") between two dashes does not, so "a-_-b"
+    # gives "a-b" (older releases ended the run on any character and gave
+    # "a--b").  The length is checked before each character, so the cap
+    # counts the prefix; the trailing "-"/"." are trimmed after the cut
+    # (the prefix's own "-" too when nothing of the name is kept).
+    out = [prefix]
+    length = len(prefix)
+    skip = True
+    for ch in name:
+        if length >= LIBVIRT_MACHINE_NAME_MAX:
+            break
+        if ch in ".-":
+            if not skip:
+                out.append(ch)
+                length += 1
+                skip = True
+            continue
+        if ch not in _HOSTNAME_CHARS:
+            continue
+        out.append(ch)
+        length += 1
+        skip = False
+    return "".join(out).rstrip("-.")
+
+
+def libvirt_machine_name(domid: int, domain_name: str,
+                         privileged: bool = True, user: str = "") -> str:
+    """libvirt's machine name of a QEMU domain
+    (virDomainDriverGenerateMachineName, no embed root): the stem of its
+    resctrl groups' names.  An unprivileged libvirtd puts its user's name
+    in it; such a libvirtd cannot write resctrl, so only the privileged
+    form names groups."""
+    if isinstance(domid, bool) or not isinstance(domid, int) or domid < 0:
+        raise ValueError(f"domain id {domid!r} is not a running domain's")
+    if not privileged and not user:
+        raise ValueError("an unprivileged machine name needs the user name")
+    prefix = "qemu-" + ("" if privileged else f"{user}-") + f"{domid}-"
+    return _append_valid(prefix, domain_name)
+
+
+def libvirt_group_machine(group_name: str) -> tuple[int, str] | None:
+    """(domain id, machine name) of a libvirt group's name, or None."""
     m = LIBVIRT_GROUP_RE.match(group_name)
-    return m.group("name") if m else None
+    if m is None:
+        return None
+    return int(m.group("domid")), m.group("machine")
 
 
-def libvirt_short(domain_name: str) -> str:
-    """A domain name as libvirt cuts it into its group names."""
-    return domain_name[:LIBVIRT_SHORT_NAME_MAX]
+def is_libvirt_group_of(group_name: str, domain_name: str) -> bool:
+    """Whether libvirt would name a group of ``domain_name`` so, under
+    the domain id the group's name carries."""
+    parsed = libvirt_group_machine(group_name)
+    return parsed is not None and \
+        libvirt_machine_name(parsed[0], domain_name) == parsed[1]
+
+
+class LibvirtMachines:
+    """The machine names in a set of libvirt groups, asked per domain name.
+
+    A group's name carries the domain id, which a caller holding only a
+    domain name (a claim made before the domain started, a hook record)
+    does not know; the id also moves libvirt's 64-character cut.  So a
+    name is matched under each id seen, not through one cut string.
+    """
+
+    def __init__(self, group_names):
+        self._machines: dict[str, str] = {}
+        self._ids: set[int] = set()
+        for g in group_names:
+            parsed = libvirt_group_machine(g)
+            if parsed is not None:
+                self._ids.add(parsed[0])
+                self._machines.setdefault(parsed[1], g)
+
+    def __bool__(self) -> bool:
+        return bool(self._machines)
+
+    def __len__(self) -> int:
+        return len(self._machines)
+
+    def __iter__(self):
+        return iter(self._machines)
+
+    def __contains__(self, domain_name: object) -> bool:
+        return self.group_of(domain_name) is not None
+
+    def group_of(self, domain_name) -> str | None:
+        """One of the groups libvirt made for ``domain_name``, or None."""
+        if not isinstance(domain_name, str):
+            return None
+        for domid in sorted(self._ids):
+            g = self._machines.get(libvirt_machine_name(domid, domain_name))
+            if g is not None:
+                return g
+        return None
 
 
 def is_safe_group_name(name: str) -> bool:

@@ -38,14 +38,18 @@ class Resolver:
     def __init__(self, prefix: str, records: Iterable):
         self.prefix = prefix
         self._by_group = {}
-        self._by_short = {}
+        self._by_name = {}
+        # A group's name carries its domain id, and libvirt's cut of the
+        # domain name depends on it: machine names per id, made on first
+        # sight of that id.
+        self._by_machine: dict[int, dict[str, Identity]] = {}
         for rec in records:
             ident = Identity("instance", rec.uuid,
                              rec.instance_name or rec.name,
                              rec.flavor or "", rec.rdt_class or "")
             if rec.group:
                 self._by_group[rec.group] = ident
-            self._by_short[naming.libvirt_short(rec.name)] = ident
+            self._by_name[rec.name] = ident
         self._class_prefix = prefix + naming.CLASS_INFIX
 
     def resolve(self, name: str, parent: str | None = None) -> Identity:
@@ -62,7 +66,14 @@ class Resolver:
             return Identity("class", rdt_class=name[len(self._class_prefix):])
         if name in self._by_group:
             return self._by_group[name]
-        short = naming.libvirt_short_name(name)
-        if short is not None and short in self._by_short:
-            return self._by_short[short]
+        parsed = naming.libvirt_group_machine(name)
+        if parsed is not None:
+            domid, machine = parsed
+            if domid not in self._by_machine:
+                self._by_machine[domid] = {
+                    naming.libvirt_machine_name(domid, n): ident
+                    for n, ident in self._by_name.items()}
+            ident = self._by_machine[domid].get(machine)
+            if ident is not None:
+                return ident
         return FOREIGN

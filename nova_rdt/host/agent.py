@@ -446,7 +446,7 @@ class Agent:
                 continue
             if not g.is_root and (
                     g.name in skip
-                    or not (naming.libvirt_short_name(g.name)
+                    or not (naming.libvirt_group_machine(g.name)
                             or g.name.startswith(classes))):
                 continue
             try:

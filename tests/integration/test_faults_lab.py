@@ -61,6 +61,20 @@ def test_group_of_a_dead_domain_is_leaked():
     assert not v.converged
 
 
+def test_groups_are_matched_by_libvirts_whole_machine_name():
+    # A uuid-template name (45 characters) keeps its whole name in
+    # libvirt's group; only the exact machine name is the running VM's.
+    name = f"instance-{A}"
+    g = f"qemu-3-{name}-vcpus_0"
+    cut = f"qemu-4-{name[:20]}-vcpus_0"
+    o = healthy(running={"instance-a", "instance-b", name},
+                instances={A: "instance-a", B: "instance-b",
+                           "33333333-3333-3333-3333-333333333333": name})
+    o.groups[g] = {"L3": {0: 0x60, 1: 0x60}}
+    o.groups[cut] = {"L3": {0: 0x180, 1: 0x180}}
+    assert check.judge(o).leaked_groups == [cut]
+
+
 def test_class_group_without_members_is_leaked():
     o = healthy(class_members={})
     assert check.judge(o).leaked_groups == ["nova-rdt-class-be"]

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from nova_rdt.allocation import naming
 from nova_rdt.lab import LabError
 from nova_rdt.lab import diskless_domain_xml
 from nova_rdt.lab.libvirtd import VirshError
@@ -142,3 +143,30 @@ def test_harness_records_its_costs(lab):
     assert lab.emulated
     with pytest.raises(LabError, match="ovs=False"):
         lab.start_ovs()
+
+
+# Longer than libvirt's 64-character machine name, with "_" (dropped), a
+# "-_-" (one run of "-" once "_" is dropped), ".." and "--" runs, and a
+# leading "_." (dropped, then a leading run).
+LONG_NAME = ("_.nova_rdt..long--name-_-x.-instance-"
+             "6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f60")
+
+
+def test_long_names_are_libvirts_machine_names(lab, guests):
+    before = _groups(lab)
+    guests.append(LONG_NAME)
+    lab.libvirt.define(_domain(lab, LONG_NAME, cache_kib=WAY_KIB))
+    lab.libvirt.start_domain(LONG_NAME, paused=True)
+    created = _groups(lab) - before
+    assert len(created) == 1, created
+    group = created.pop()
+    domid = int(lab.libvirt.virsh("domid", LONG_NAME).strip())
+    print(f"libvirt's group for {LONG_NAME!r}: {group}")
+    # "_" dropped without ending a "-" run ("name-x", not "name--x"),
+    # and the whole machine name cut to 64 characters.
+    machine = (f"qemu-{domid}-novardt.long-name-x.instance-6f1a3c86-5b1e-"
+               f"4c55-9a3a-1b2c3d4e5f60"[:64]).rstrip("-.")
+    assert group == f"{machine}-vcpus_0"
+    assert naming.libvirt_machine_name(domid, LONG_NAME) == machine
+    assert naming.is_libvirt_group_of(group, LONG_NAME)
+    assert not naming.is_libvirt_group_of(group, LONG_NAME[:20])

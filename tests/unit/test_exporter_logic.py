@@ -40,13 +40,36 @@ def test_owner_kinds():
     # A monitor group inside an instance's group is that instance.
     assert r.resolve("vcpus_0", parent="qemu-7-instance-0000002a-vcpus_0-1") \
         == fwd
-    # libvirt cuts the name in its group names to 20 characters; with no
-    # Nova name in the record, the domain name labels it.
-    mon_only = r.resolve("qemu-9-instance-0000002b-wi-vcpus_0", parent="")
+    # libvirt's group names carry the whole (hostname-safe) domain name;
+    # with no Nova name in the record, the domain name labels it.
+    mon_only = r.resolve("qemu-9-instance-0000002b-with-a-long-name-vcpus_0",
+                         parent="")
     assert (mon_only.kind, mon_only.instance_name) == (
         "instance", "instance-0000002b-with-a-long-name")
-    for foreign in ("COS1", "qemu-3-someone-else-vcpus_0", "nova-rdt"):
+    for foreign in ("COS1", "qemu-3-someone-else-vcpus_0", "nova-rdt",
+                    # a 20-character cut is not libvirt's
+                    "qemu-9-instance-0000002b-wi-vcpus_0"):
         assert r.resolve(foreign) == identity.FOREIGN
+
+
+def test_owner_of_a_uuid_template_domain():
+    # instance_name_template = instance-%(uuid)s: 45 characters, all of
+    # them in libvirt's group name (its cut is at 64 with the prefix).
+    name = f"instance-{UUID}"
+    rec = Record(UUID, name, 1, None, False, None, None, "fwd", "nfv.fwd")
+    other = Record("6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f61",
+                   "instance-6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f61", 2, None,
+                   False, None, None, "other", "nfv.fwd")
+    r = identity.Resolver("nova-rdt-", [other, rec])
+    for domid in (7, 123, 4567):
+        group = f"qemu-{domid}-{name}-vcpus_0-1"
+        got = r.resolve(group)
+        assert (got.kind, got.instance_uuid, got.instance_name) == (
+            "instance", UUID, "fwd"), group
+        assert r.resolve("vcpus_1", parent=group) == got
+    # Any other cut is nobody's.
+    assert r.resolve(f"qemu-4567-{name[:-1]}-vcpus_0") == identity.FOREIGN
+    assert r.resolve(f"qemu-7-{name[:20]}-vcpus_0") == identity.FOREIGN
 
 
 def _sample(groups, t=100.0):
@@ -243,3 +266,18 @@ def test_the_host_is_novas(tmp_path, text, override, want):
     conf.write_text(text)
     got = hostname.nova_host([str(conf)], override)
     assert got == (want or socket.gethostname())
+
+
+def test_owner_of_a_name_libvirt_cuts_depends_on_the_id():
+    # 70 characters with "_" and runs: libvirt keeps 64 - len("qemu-<id>-").
+    name = "Tenant_A..web--frontend_" + "x" * 46
+    rec = Record(UUID, name, 1, None, False, None, None, "web", "m1")
+    r = identity.Resolver("nova-rdt-", [rec])
+    safe = "TenantA.web-frontend" + "x" * 46
+    for domid in (1, 42, 12345):
+        machine = f"qemu-{domid}-{safe}"[:64]
+        assert r.resolve(machine + "-vcpus_0").instance_name == "web"
+        # the same text under an id of another length is another cut
+        other = 10 * domid
+        assert r.resolve(machine.replace(f"qemu-{domid}-", f"qemu-{other}-")
+                         + "-vcpus_0") == identity.FOREIGN

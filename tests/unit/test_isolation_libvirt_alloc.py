@@ -9,6 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
+from nova_rdt.allocation import naming
 from nova_rdt.lab.isolation import libvirt_alloc as la
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
@@ -55,7 +56,7 @@ def test_group_name_is_libvirts(domid, name, vcpus, want):
 def test_machine_names_are_bounded_hostname_words(domid, name):
     m = la.machine_name(domid, name)
     assert m.startswith(f"qemu-{domid}-") or m == f"qemu-{domid}"
-    assert len(m) <= la.MACHINE_NAME_MAX
+    assert len(m) <= naming.LIBVIRT_MACHINE_NAME_MAX
     assert not m.endswith(("-", "."))
     assert all(c.isascii() and (c.isalnum() or c in "-.") for c in m)
 

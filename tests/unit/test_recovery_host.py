@@ -215,9 +215,8 @@ class Host:
         running = {vm.name: vm for vm in self.vms.values()}
         groups = self.groups()
         for g in groups:
-            short = naming.libvirt_short_name(g)
-            if short and not any(naming.libvirt_short(n) == short
-                                 for n in running):
+            if naming.libvirt_group_machine(g) and not any(
+                    naming.is_libvirt_group_of(g, n) for n in running):
                 out.append(f"group {g} outlives its VM")
         classes = {vm.rdt_class for vm in running.values() if vm.rdt_class}
         if naming.class_group("nova-rdt-", CLASS) in groups and \

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nova_rdt.allocation import naming
+
 #: Way-map letters of the groups that are not instances.
 HOST_LETTER = "H"
 PMD_LETTER = "P"
@@ -74,13 +76,14 @@ def group_names(snap: dict, servers: Sequence[dict]
                 ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """(group -> who owns it, role -> the groups of its instances).
 
-    libvirt names an instance's group ``qemu-<id>-<domain>-vcpus_<list>``.
+    libvirt names an instance's group ``qemu-<id>-<domain>-vcpus_<list>``
+    (the domain name in libvirt's machine-name form).
     """
     names: dict[str, str] = {}
     roles: dict[str, list[str]] = {}
     for s in servers:
         for g in snap:
-            if f"-{s['domain']}-vcpus_" in g:
+            if naming.is_libvirt_group_of(g, s["domain"]):
                 names[g] = f"{s['name']} ({s['flavor']})"
                 roles.setdefault(s["role"], []).append(g)
     names["/"] = "host (OS)"

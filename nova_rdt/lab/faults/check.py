@@ -77,20 +77,19 @@ class Verdict:
         return "; ".join(parts) or "converged"
 
 
-def _libvirt_groups(groups, running_short: set[str]) -> tuple[set, set]:
+def _libvirt_groups(groups, running: set[str]) -> tuple[set, set]:
     """(libvirt groups of running domains, those of no running domain)."""
     live, dead = set(), set()
     for g in groups:
-        short = naming.libvirt_short_name(g)
-        if short is None:
+        if naming.libvirt_group_machine(g) is None:
             continue
-        (live if short in running_short else dead).add(g)
+        ours = any(naming.is_libvirt_group_of(g, n) for n in running)
+        (live if ours else dead).add(g)
     return live, dead
 
 
 def judge(o: Observed) -> Verdict:
     v = Verdict()
-    running_short = {naming.libvirt_short(n) for n in o.running}
     wanted = set(o.instances.values())
     # Only domains Nova knows are nova-rdt's business: a foreign domain
     # (and its libvirt group) is the foreign check's.
@@ -100,7 +99,7 @@ def judge(o: Observed) -> Verdict:
         + [f"{n} running without an instance" for n in
            o.running - wanted if n.startswith("instance-")])
     foreign = set(o.foreign_before)
-    live, dead = _libvirt_groups(set(o.groups) - foreign, running_short)
+    live, dead = _libvirt_groups(set(o.groups) - foreign, o.running)
     v.leaked_groups = sorted(dead)
     # A running RDT instance (one with a record naming a group, or a
     # class) must have its group.

@@ -33,6 +33,7 @@ import dataclasses
 
 from lxml import etree
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import cpulist
 from nova_rdt.resctrl.schemata import Schemata
@@ -40,9 +41,6 @@ from nova_rdt.resctrl.schemata import Schemata
 #: libvirt's XML cache types -> resctrl's resource name suffix.
 TYPE_SUFFIX = {"both": "", "code": "CODE", "data": "DATA"}
 #: libvirt's machine names stop growing at this length.
-MACHINE_NAME_MAX = 64
-_HOSTNAME_CHARS = frozenset(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 #: virScaleInteger's units (cachetune sizes).
 _UNITS = {"b": 1, "bytes": 1, "k": 1024, "kib": 1024, "kb": 1000,
           "m": 1024 ** 2, "mib": 1024 ** 2, "mb": 1000 ** 2,
@@ -161,35 +159,13 @@ class Allocation:
 
 # -- names ------------------------------------------------------------------
 
-def _append_valid(name: str, prefix: str) -> str:
-    """virDomainMachineNameAppendValid: hostname characters only, a run
-    of '.'/'-' becomes its first, none leading or trailing, and nothing
-    is added once the name holds 64 characters."""
-    out = list(prefix)
-    skip = True
-    for ch in name:
-        if len(out) >= MACHINE_NAME_MAX:
-            break
-        if ch in ".-":
-            if not skip:
-                out.append(ch)
-                skip = True
-            continue
-        if ch not in _HOSTNAME_CHARS:
-            continue
-        out.append(ch)
-        skip = False
-    return "".join(out).rstrip("-.")
-
-
 def machine_name(domain_id: int, name: str) -> str:
-    """libvirt's machine name of a privileged QEMU domain
-    (virDomainDriverGenerateMachineName)."""
-    if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
-            or domain_id < 0:
-        raise TuneError(f"domain id {domain_id!r} is not a running "
-                        f"domain's id")
-    return _append_valid(name, f"qemu-{domain_id}-")
+    """libvirt's machine name of a privileged QEMU domain (the rule is
+    :func:`nova_rdt.allocation.naming.libvirt_machine_name`)."""
+    try:
+        return naming.libvirt_machine_name(domain_id, name)
+    except ValueError as e:
+        raise TuneError(str(e)) from None
 
 
 def vcpus_id(vcpus: Iterable[int]) -> str:
