@@ -96,7 +96,10 @@ class Emulator:
             [sys.executable, "-m", "nova_rdt.emulator.serve",
              "--profile", self.profile.name, "--mountpoint", self.mountpoint,
              "--kernel", str(self.kernel)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # The hardware: a terminal's Ctrl-C must not take it away
+            # from under a run that is still cleaning up; stop() ends it.
+            start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
         probe = os.path.join(self.mountpoint, "info", "last_cmd_status")

@@ -9,6 +9,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -16,17 +19,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.integration.conftest import lab_skip_reason
+from tests.integration.conftest import skip_unless_nova_lab
 
 
 def _skip():
-    reason = lab_skip_reason(libvirt=True, ovs=True)
-    if reason:
-        pytest.skip(reason)
-    try:
-        import nova.tests.functional.libvirt.base  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"Nova's functional framework is not importable: {e}")
+    skip_unless_nova_lab()
     from nova_rdt.lab.guest import image as guest_image
     try:
         guest_image.load()
@@ -69,6 +66,31 @@ def run(tmp_path_factory):
     assert summary_path.exists(), tail
     summary = json.loads(summary_path.read_text())
     return res, summary, out, tail, elapsed
+
+
+LAB_DIR_RE = re.compile(r" at (/\S+)/emulator/resctrl")
+
+
+def _lab_leftovers(lab_dir: str, sockets=()) -> list[str]:
+    """What of a lab outlived it: its directory, a mount under it, a
+    process naming it or one of its vhost-user sockets."""
+    left = [lab_dir] if os.path.exists(lab_dir) else []
+    with open("/proc/mounts") as f:
+        left += [line.split()[1] for line in f
+                 if line.split()[1].startswith(lab_dir)]
+    left += [s for s in sockets if os.path.exists(s)]
+    return left + _processes_mentioning([lab_dir, *sockets])
+
+
+def _vhost_sockets(out) -> list[str]:
+    sockets = []
+    for p in glob.glob(str(out / "isolation" / "domains" / "*.xml")):
+        if p.endswith(".nova.xml"):
+            continue
+        for src in ET.parse(p).getroot().iterfind(
+                "devices/interface/source"):
+            sockets.append(src.get("path"))
+    return sockets
 
 
 def test_it_ran_and_said_what_ran(run):
@@ -138,16 +160,65 @@ def test_the_domains_were_novas_on_vhost_user(run):
         assert dom.find("os/kernel") is not None
 
 
+def test_rdt_on_had_libvirts_groups_and_their_counters_moved(run):
+    _res, summary, out, _tail, _e = run
+    by_lab = summary["facts"]["rdt_applied_by_lab"]
+    if summary["accel"] == "kvm":
+        assert by_lab == {}            # libvirt itself made them
+        return
+    # Under TCG the lab made the groups libvirt would have, then the
+    # hook's reconnect recorded them and derived the PMD COS again.
+    assert set(by_lab) == {"rdt-iso-on-forwarding", "rdt-iso-on-noisy"}
+    for srv, v in by_lab.items():
+        assert v["groups"] and all(re.fullmatch(
+            r"qemu-\d+-instance-[0-9a-f]+-vcpus_[0-9,-]+", g)
+            for g in v["groups"]), v
+        assert v["hook_record_group"] == v["groups"][0]
+        text = (out / "isolation" / "domains"
+                / f"{srv}.changes.txt").read_text()
+        assert "the lab applied the allocation libvirt would have made" \
+            in text
+    fwd = by_lab["rdt-iso-on-forwarding"]
+    pmd = dict(p.split("=") for p in fwd["pmd_l3_after_reconnect"].split(";"))
+    for cid, mask in fwd["l3"][fwd["groups"][0]]["L3"].items():
+        # The forwarding VM shares the PMDs' COS.
+        assert int(pmd[cid], 16) & int(mask, 16) == int(mask, 16)
+    counters = {(c["rdt"], c["neighbour"]): c["neighbour_load"]["counters"]
+                for c in summary["conditions"]}
+    assert counters[("off", "idle")]["rdt_group"] is None
+    assert counters[("off", "busy")]["rdt_group"] is None
+    idle, busy = counters[("on", "idle")], counters[("on", "busy")]
+    assert idle["rdt_group"] == busy["rdt_group"] == \
+        by_lab["rdt-iso-on-noisy"]["groups"][0]
+    # The onp profile counts occupancy (CMT) but not bandwidth.
+    key = ("mbm_total_bytes_per_s"
+           if busy["mbm_total_bytes_per_s"] is not None
+           else "llc_occupancy_bytes")
+    assert busy[key] > 0 and idle[key] <= busy[key] / 10, (idle, busy)
+    verdicts = [v for v in summary["verdicts"]
+                if v["check"] == "neighbour_counters" and v["rdt"] == "on"]
+    assert verdicts and verdicts[0]["ok"] is True
+
+
+def test_the_html_report_has_the_tables_and_the_figures(run):
+    res, summary, out, _tail, _e = run
+    assert summary["report"] == str(out / "report.html")
+    assert f"report:  {summary['report']}" in res.stdout
+    html = (out / "report.html").read_text()
+    for section in ('id="table-3-2"', 'id="table-3-3"', 'id="conditions"',
+                    'id="checks"'):
+        assert section in html
+    if summary["figures"]:
+        assert html.count("data:image/png;base64,") == 2
+    else:
+        assert "Figures skipped" in html
+    assert f"<td>{summary['forwarder']}</td>" in html
+
+
 def test_nothing_left_behind(run):
     _res, summary, out, _tail, _e = run
     assert summary["left_behind"] == []
-    sockets = []
-    for p in glob.glob(str(out / "isolation" / "domains" / "*.xml")):
-        if p.endswith(".nova.xml"):
-            continue
-        for src in ET.parse(p).getroot().iterfind(
-                "devices/interface/source"):
-            sockets.append(src.get("path"))
+    sockets = _vhost_sockets(out)
     assert sockets
     assert not [s for s in sockets if os.path.exists(s)]
     # No QEMU (its command line names its vhost-user sockets), no OVS.
@@ -155,3 +226,53 @@ def test_nothing_left_behind(run):
     lab_dirs = {os.path.dirname(os.path.dirname(os.path.dirname(s)))
                 for s in sockets}
     assert not [d for d in lab_dirs if os.path.exists(d)]
+
+
+def test_ctrl_c_while_measuring_stops_everything(tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group, as a terminal
+    sends it) once the VMs run and traffic flows through them."""
+    _skip()
+    out = tmp_path / "report"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
+         "isolation", "--short", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    said, lab_dir = [], None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=5):
+                if proc.poll() is not None:
+                    break
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                break
+            said.append(line)
+            m = LAB_DIR_RE.search(line)
+            if m:
+                lab_dir = m.group(1)
+            if "neighbour idle: RFC 2544 at" in line:
+                break
+        else:
+            pytest.fail("no measurement started: " + "".join(said)[-3000:])
+        assert proc.poll() is None, "".join(said)[-3000:]
+        time.sleep(3)                       # traffic through the VM
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = "".join(said) + rest
+    assert proc.returncode == 130, text[-3000:] + err[-3000:]
+    assert "interrupted; everything was stopped" in err
+    assert "Traceback" not in text + err
+    assert "nothing left behind" in rest
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ok"] is False and summary["left_behind"] == []
+    assert lab_dir, text[-3000:]
+    assert _lab_leftovers(lab_dir, _vhost_sockets(out)) == []

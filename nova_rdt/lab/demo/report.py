@@ -12,9 +12,13 @@ TEMPLATE = "report.html.j2"
 IMAGES = ("latency.png", "histogram.png")
 
 
-def environment() -> jinja2.Environment:
+def environment(*packages: str) -> jinja2.Environment:
+    """Templates of ``packages`` (each with a ``templates`` folder), then
+    this one's, where the shared ``style.css.j2`` is."""
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("nova_rdt.lab.demo", "templates"),
+        loader=jinja2.ChoiceLoader([
+            jinja2.PackageLoader(p, "templates")
+            for p in (*packages, "nova_rdt.lab.demo")]),
         autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
 
@@ -54,7 +58,8 @@ def frame_rows(rfc: dict) -> list[dict]:
     return rows
 
 
-def _png(path: str) -> str:
+def png_data_uri(path: str) -> str:
+    """A PNG file inline, so that the report stands alone."""
     with open(path, "rb") as f:
         return "data:image/png;base64," + base64.b64encode(f.read()).decode()
 
@@ -69,8 +74,8 @@ def render(out_dir: str, **context) -> str:
     """
     layout = context.pop("layout")
     rfc = context.pop("rfc")
-    images = [{"name": name, "src": _png(os.path.join(out_dir, "rfc2544",
-                                                      name))}
+    images = [{"name": name,
+               "src": png_data_uri(os.path.join(out_dir, "rfc2544", name))}
               for name in IMAGES]
     html = environment().get_template(TEMPLATE).render(
         caches=way_cells(layout), frames=frame_rows(rfc), images=images,

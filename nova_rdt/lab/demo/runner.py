@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 
+from nova_rdt.lab import interrupt
 from nova_rdt.lab import scenarios as scen_mod
 from nova_rdt.lab.demo import console
 from nova_rdt.lab.demo import report
@@ -23,10 +23,6 @@ from nova_rdt.lab.demo.stages import rfc2544 as rfc2544_stage
 from nova_rdt.lab.demo.stages import show as show_stage
 from nova_rdt.lab.host import Lab
 from nova_rdt.lab.procs import LabError
-
-
-def _interrupted(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def run(scenario_name: str = "onp", profile: str | None = None,
@@ -57,7 +53,7 @@ def run(scenario_name: str = "onp", profile: str | None = None,
               libvirt_cache_dir=libvirt_cache_dir, log=say)
     exporter = exporter_stage.Exporter(lab,
                                        exporter_stage.log_path(out_dir))
-    old = signal.signal(signal.SIGTERM, _interrupted)
+    old = interrupt.install()
     try:
         say(f"nova-rdt lab: {scenario.title}")
         host_stage.start(lab, scenario, say)
@@ -103,7 +99,7 @@ def run(scenario_name: str = "onp", profile: str | None = None,
         say("everything stopped" + (
             f"; LEFT BEHIND: {summary['left_behind']}"
             if summary["left_behind"] else "; nothing left behind"))
-        signal.signal(signal.SIGTERM, old)
+        interrupt.restore(old)
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, default=str)
         _say_summary(say, summary)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 from nova_rdt import failpoints
+from nova_rdt.lab import interrupt
 from nova_rdt.lab.cloud import lab_cloud
 from nova_rdt.lab.demo import console
 from nova_rdt.lab.faults import cloud as cloud_mod
@@ -29,9 +29,6 @@ from nova_rdt.lab.procs import LabError
 PROFILE = "gold-6252"
 RESERVED_HOST_WAYS = 3
 
-
-def _interrupted(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _cloud_config(lab, out_dir: str, profile) -> lab_cloud.CloudConfig:
@@ -79,7 +76,7 @@ def run(scenario_name: str = "faults", profile: str | None = None,
               failure_log_dir=os.path.join(out_dir, "failure-logs"),
               libvirt_cache_dir=libvirt_cache_dir, log=say)
     state_fs = hostfaults.StateFs(lab.state_path)
-    old = signal.signal(signal.SIGTERM, _interrupted)
+    old = interrupt.install()
     t_start = time.monotonic()
     try:
         say(f"nova-rdt lab: faults ({len(runs)} runs"
@@ -120,7 +117,7 @@ def run(scenario_name: str = "faults", profile: str | None = None,
             f"; LEFT BEHIND: {summary['left_behind']}"
             if summary["left_behind"] else "; nothing left behind")
             + f" (lab logs in {kept})")
-        signal.signal(signal.SIGTERM, old)
+        interrupt.restore(old)
         with open(os.path.join(fdir, "summary.json"), "w") as f:
             json.dump({"runs": summary["runs"], "totals": summary["totals"],
                        "not_reached": summary["not_reached"]},

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import time
 
 from nova_rdt.emulator import profiles
 from nova_rdt.isolation import procedure
 from nova_rdt.isolation import tables as iso_tables
+from nova_rdt.lab import interrupt
 from nova_rdt.lab import scenarios as scen_mod
 from nova_rdt.lab.cloud import lab_cloud
 from nova_rdt.lab.demo import console
@@ -30,18 +30,20 @@ from nova_rdt.lab.guest import image as guest_image
 from nova_rdt.lab.host import Lab
 from nova_rdt.lab.isolation import domain as domain_mod
 from nova_rdt.lab.isolation import labcloud
+from nova_rdt.lab.isolation import report
 from nova_rdt.lab.nova_paste import nova_api_paste_ini
 
 #: The seed layout whose host and hook settings the experiment uses
 #: (ONP: the forwarding VM shares the PMDs' COS).
 BASE_SCENARIO = "onp"
-#: The guest's forwarder (nova_rdt.forwarder=): auto tries testpmd
-#: first.  On this machine QEMU 7.2 under TCG segfaults in a vCPU thread
-#: when the guest's DPDK virtio PMD starts the rings of a vhost-user NIC
-#: that OVS-DPDK serves (the same guest forwards fine with testpmd
-#: against a testpmd vhost backend), so the lab asks for the kernel
-#: bridge unless $NOVA_RDT_ISOLATION_FORWARDER says otherwise.
-FORWARDER = os.environ.get("NOVA_RDT_ISOLATION_FORWARDER", "kernel")
+#: The guest's forwarder (nova_rdt.forwarder=): auto runs testpmd in io
+#: mode, the app note's VM0, and falls back to the kernel bridge saying
+#: why.  Under TCG the guest boots with pci=nomsi (see guest_images):
+#: with MSI-X, QEMU 7.2 segfaulted as the guest's virtio PMD started
+#: the rings of an OVS-DPDK vhost-user NIC; with legacy interrupts
+#: testpmd forwards through them.  $NOVA_RDT_ISOLATION_FORWARDER picks
+#: testpmd (no fallback) or kernel.
+FORWARDER = os.environ.get("NOVA_RDT_ISOLATION_FORWARDER", "auto")
 #: Nova's view of the RDT host: 4 cores per L3 domain, all dedicated.
 CORES_PER_NODE = 4
 #: file-backed guest memory Nova may hand out (MiB): shared memory for
@@ -52,9 +54,6 @@ FILE_BACKED_MEMORY_MB = 8192
 #: needs; qemu64 would leave the guest the kernel bridge only.
 TCG_CPU_MODEL = "Nehalem"
 
-
-def _interrupted(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def settings_for(short: bool) -> procedure.Settings:
@@ -178,7 +177,7 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
                     "classes": list(scenario.classes)},
               failure_log_dir=os.path.join(out_dir, "failure-logs"),
               libvirt_cache_dir=libvirt_cache_dir, log=say)
-    old = signal.signal(signal.SIGTERM, _interrupted)
+    old = interrupt.install()
     t0 = time.monotonic()
     result = None
     ovs_trials: list = []
@@ -227,15 +226,17 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         summary.update(result)
         summary["ovs_trials"] = ovs_trials
         summary["csv"] = iso_tables.write_csv(result["tables"], iso_dir)
-        summary["figures"] = _figures(result, iso_dir, say)
+        summary["figures"] = _figures(summary, iso_dir, say)
         say(iso_tables.render_text(result["tables"]))
-        if result.get("facts", {}).get("rdt_not_applied"):
+        by_lab = result.get("facts", {}).get("rdt_applied_by_lab") or {}
+        if by_lab:
             summary.setdefault("notes", []).append(
-                "Under TCG libvirt refuses <cachetune>/<memorytune> ("
-                "'cachetune is only supported for KVM domains'): the "
-                "nova-rdt flavors were scheduled and written into Nova's "
-                "domains, but the lab started them without those elements "
-                "(" + ", ".join(result["facts"]["rdt_not_applied"]) + ").")
+                "TCG: libvirt takes <cachetune> for KVM domains only; the "
+                "lab applied the allocations libvirt would have made ("
+                + "; ".join(f"{srv}: group {', '.join(v['groups'])}"
+                            for srv, v in sorted(by_lab.items()))
+                + ") and replayed the nova-rdt hook's reconnect, so the "
+                "hook recorded the groups and derived the PMD COS again.")
         for note in summary.get("notes", []):
             say("NOTE: " + note)
         return summary
@@ -254,7 +255,9 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         say("everything stopped" + (
             f"; LEFT BEHIND: {summary['left_behind']}"
             if summary["left_behind"] else "; nothing left behind"))
-        signal.signal(signal.SIGTERM, old)
+        interrupt.restore(old)
+        if result is not None:
+            summary["report"] = _report(out_dir, summary, say)
         for path in (os.path.join(iso_dir, "summary.json"),
                      os.path.join(out_dir, "summary.json")):
             with open(path, "w") as f:
@@ -264,20 +267,29 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             logs.close()
 
 
-def _figures(result: dict, out_dir: str, say) -> list[str]:
+def _figures(summary: dict, out_dir: str, say) -> list[str]:
     """Figures 3-2 and 3-3 through the procedure's figures module, when
-    it and matplotlib are there."""
+    it and matplotlib are there; why not goes into the result."""
     try:
         from nova_rdt.isolation import figures
-    except ImportError as e:
-        say(f"figures skipped: {e}")
-        return []
-    try:
-        paths = figures.write(result, out_dir)
+        paths = list(figures.write(summary, out_dir) or [])
+        if not paths:
+            summary["figures_skipped"] = "matplotlib is not installed"
     except Exception as e:  # optional output: say why and go on
-        say(f"figures skipped: {e}")
-        return []
-    return list(paths or [])
+        paths = []
+        summary["figures_skipped"] = str(e)
+    if not paths:
+        say(f"figures skipped: {summary['figures_skipped']}")
+    return paths
+
+
+def _report(out_dir: str, summary: dict, say) -> str | None:
+    """The HTML report; a failure to write it is said, never fatal."""
+    try:
+        return report.render(out_dir, summary)
+    except Exception as e:  # the summary and CSV are the record
+        say(f"HTML report not written: {e}")
+        return None
 
 
 def _say_summary(say, summary: dict) -> None:
@@ -287,10 +299,12 @@ def _say_summary(say, summary: dict) -> None:
     say(f"{'OK' if summary.get('ok') else 'FAILED'}: accel "
         f"{summary.get('accel', '?')}, forwarder "
         f"{summary.get('forwarder', '?')}, rdt {summary.get('rdt', '?')}; "
-        f"{len(verdicts) - len(failed)}/{len(verdicts)} checks hold "
+        f"{report.held(verdicts)}/{len(verdicts)} checks hold "
         f"in {summary.get('seconds', '?')} s")
     for v in failed:
         say(f"  FAILED {v['check']}: {v['detail']}")
+    if summary.get("report"):
+        say(f"report:  {summary['report']}")
     path = os.path.join(summary["out_dir"], "isolation", "summary.json")
     say(f"summary: {path}")
     say(f"logs:    {summary['log_file']}")

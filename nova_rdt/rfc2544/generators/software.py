@@ -125,8 +125,12 @@ class SoftwareGenerator(TrafficGenerator):
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         try:
+            # Its own session: a terminal's Ctrl-C reaches the caller,
+            # whose run() then kills the worker, not the worker first
+            # (a trial that fails under an interrupt hides it).
             res = subprocess.run(argv, capture_output=True, text=True,
-                                 timeout=duration + self.timeout_margin)
+                                 timeout=duration + self.timeout_margin,
+                                 start_new_session=True)
         except subprocess.TimeoutExpired:
             raise GeneratorError(f"software generator: no answer "
                                  f"{duration + self.timeout_margin:g} s "

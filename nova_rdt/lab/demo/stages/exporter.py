@@ -38,7 +38,7 @@ class Exporter:
                  self.lab.sysfs_cpu_root, "--state-path", s.state_path,
                  "--host", "lab", "--notify-interval", "0"],
                 stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL)
+                stdin=subprocess.DEVNULL, start_new_session=True)
         self.url = self._wait_listening()
         return self.url
 
