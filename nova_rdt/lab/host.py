@@ -389,6 +389,23 @@ class Lab:
                 continue
         return dest
 
+    def say_failed(self, out_dir: str, error: BaseException) -> str:
+        """A run on this lab failed: its logs are kept under ``out_dir``
+        (they outlive stop()) and the failure is said with where."""
+        kept = self.keep_logs(os.path.join(out_dir, "failure-logs",
+                                           f"lab-{self.id}"))
+        self._say(f"FAILED: {error} (the lab's logs are kept in {kept})")
+        return kept
+
+    def stop_and_say(self, note: str = "") -> list[str]:
+        """stop(), then what outlived it (:meth:`leaks`), in one line."""
+        self.stop()
+        left = self.leaks()
+        self._say("everything stopped"
+                  + (f"; LEFT BEHIND: {left}" if left
+                     else "; nothing left behind") + note)
+        return left
+
     def __enter__(self) -> Lab:
         return self
 

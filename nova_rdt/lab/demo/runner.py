@@ -87,18 +87,12 @@ def run(scenario_name: str = "onp", profile: str | None = None,
         summary["ok"] = all(ok for _t, ok in shown.relations)
         return summary
     except LabError as e:
-        kept = lab.keep_logs(os.path.join(out_dir, "failure-logs",
-                                          f"lab-{lab.id}"))
-        say(f"FAILED: {e} (the lab's logs are kept in {kept})")
+        lab.say_failed(out_dir, e)
         raise
     finally:
         say.stage(7, "Clean up")
         exporter.stop()
-        lab.stop()
-        summary["left_behind"] = lab.leaks()
-        say("everything stopped" + (
-            f"; LEFT BEHIND: {summary['left_behind']}"
-            if summary["left_behind"] else "; nothing left behind"))
+        summary["left_behind"] = lab.stop_and_say()
         interrupt.restore(old)
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2, default=str)

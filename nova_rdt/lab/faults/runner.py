@@ -101,22 +101,15 @@ def run(scenario_name: str = "faults", profile: str | None = None,
             and not t["foreign_touched"] and not t["pmd_mask_invalid"]
         return summary
     except LabError as e:
-        kept = lab.keep_logs(os.path.join(out_dir, "failure-logs",
-                                          f"lab-{lab.id}"))
-        say(f"FAILED: {e} (the lab's logs are kept in {kept})")
+        lab.say_failed(out_dir, e)
         raise
     finally:
         say.stage(4, "Clean up")
         kept = lab.keep_logs(os.path.join(fdir, "lab-logs"))
         state_fs.unmount()
         hostfaults.unmount_dead_emulator(lab)
-        lab.stop()
-        summary["left_behind"] = lab.leaks()
+        summary["left_behind"] = lab.stop_and_say(f" (lab logs in {kept})")
         summary["seconds"] = round(time.monotonic() - t_start, 1)
-        say("everything stopped" + (
-            f"; LEFT BEHIND: {summary['left_behind']}"
-            if summary["left_behind"] else "; nothing left behind")
-            + f" (lab logs in {kept})")
         interrupt.restore(old)
         with open(os.path.join(fdir, "summary.json"), "w") as f:
             json.dump({"runs": summary["runs"], "totals": summary["totals"],

@@ -241,20 +241,14 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             say("NOTE: " + note)
         return summary
     except Exception as e:
-        kept = lab.keep_logs(os.path.join(out_dir, "failure-logs",
-                                          f"lab-{lab.id}"))
-        say(f"FAILED: {e} (the lab's logs are kept in {kept})")
+        lab.say_failed(out_dir, e)
         raise
     finally:
         say.stage(5, "Clean up")
-        lab.stop()
-        summary["left_behind"] = lab.leaks()
+        summary["left_behind"] = lab.stop_and_say()
         summary["seconds"] = round(time.monotonic() - t0, 1)
         if result is None or summary["left_behind"]:
             summary["ok"] = False
-        say("everything stopped" + (
-            f"; LEFT BEHIND: {summary['left_behind']}"
-            if summary["left_behind"] else "; nothing left behind"))
         interrupt.restore(old)
         if result is not None:
             summary["report"] = _report(out_dir, summary, say)
