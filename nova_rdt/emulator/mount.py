@@ -103,14 +103,21 @@ class Emulator:
         log.close()
         deadline = time.monotonic() + timeout
         probe = os.path.join(self.mountpoint, "info", "last_cmd_status")
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise EmulatorError(
-                    f"emulator exited with {self.proc.returncode}: "
-                    f"{self.log()}")
-            if os.path.ismount(self.mountpoint) and os.path.exists(probe):
-                return self
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise EmulatorError(
+                        f"emulator exited with {self.proc.returncode}: "
+                        f"{self.log()}")
+                if os.path.ismount(self.mountpoint) and \
+                        os.path.exists(probe):
+                    return self
+                time.sleep(0.05)
+        except BaseException:
+            # A Ctrl-C in this wait no longer reaches the server (its
+            # own session): stop it here, or it outlives its caller.
+            self.stop()
+            raise
         self.stop()
         raise EmulatorError(f"emulator did not mount within {timeout}s: "
                             f"{self.log()}")

@@ -182,8 +182,10 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         return {cell.id: frozenset(c.id for c in cell.cpus)
                 for cell in topo.cells}
 
-    def _rdt_live(self) -> tuple[hoststate.HostRdtState, set[str]] | None:
-        """Live resctrl state and the domains libvirt already allocated."""
+    def _rdt_live(self) -> tuple[hoststate.HostRdtState,
+                                 naming.LibvirtMachines] | None:
+        """Live resctrl state and the domains libvirt already allocated
+        (``domain name in`` the second asks libvirt's group names)."""
         if self._rdt_fs is None or self._rdt_degraded is not None:
             return None
         view = self._rdt_collect()

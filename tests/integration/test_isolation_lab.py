@@ -9,11 +9,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import queue
 import re
-import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -233,40 +234,57 @@ def test_ctrl_c_while_measuring_stops_everything(tmp_path):
     sends it) once the VMs run and traffic flows through them."""
     _skip()
     out = tmp_path / "report"
+    errors = open(tmp_path / "stderr.txt", "w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
          "isolation", "--short", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=errors, text=True,
         start_new_session=True)
     said, lab_dir = [], None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    # A reader thread: select() on a pipe read through a buffered text
+    # wrapper can miss a line already in the buffer, and the Ctrl-C
+    # would then land later than the measurement it is meant for.
+    lines: queue.Queue = queue.Queue()
+
+    def read():
+        for line in iter(proc.stdout.readline, ""):
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     deadline = time.monotonic() + 600
     try:
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=5):
-                if proc.poll() is not None:
-                    break
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1,
+                                             deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                pytest.fail("no measurement started: "
+                            + "".join(said)[-3000:])
             said.append(line)
             m = LAB_DIR_RE.search(line)
             if m:
                 lab_dir = m.group(1)
             if "neighbour idle: RFC 2544 at" in line:
                 break
-        else:
-            pytest.fail("no measurement started: " + "".join(said)[-3000:])
         assert proc.poll() is None, "".join(said)[-3000:]
         time.sleep(3)                       # traffic through the VM
         os.killpg(proc.pid, signal.SIGINT)
-        rest, err = proc.communicate(timeout=300)
+        proc.wait(timeout=300)
+        reader.join(timeout=30)
+        errors.seek(0)
+        err = errors.read()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        errors.close()
+    rest = ""
+    while not lines.empty():
+        rest += lines.get() or ""
     text = "".join(said) + rest
     assert proc.returncode == 130, text[-3000:] + err[-3000:]
     assert "interrupted; everything was stopped" in err

@@ -140,7 +140,14 @@ def run_in_cloud(config: CloudConfig, body: Callable[[LabCloud], Any]):
     os.makedirs(config.no_resctrl_dir, exist_ok=True)
     case = LabCloud(config, body)
     result = unittest.TestResult()
-    case.run(result)
+    try:
+        case.run(result)
+    except BaseException:
+        # unittest re-raises a KeyboardInterrupt without tearDown or
+        # cleanups: Nova's services and fixtures (temporary directories)
+        # would outlive the run.
+        case.doCleanups()
+        raise
     _log_details(case)
     problems = result.errors + result.failures
     if problems:

@@ -13,8 +13,8 @@ Under TCG libvirt refuses the ``<cachetune>``/``<memorytune>`` Nova
 wrote; the lab then makes the group libvirt would have made
 (:mod:`.libvirt_tune`) while the domain is still paused.  The servers'
 group counters come from nova-rdt's exporter, run on the lab's resctrl
-mount for as long as this cloud has servers (:meth:`delete_all` stops
-it).
+mount from the first reading of a server with a group
+(:meth:`delete_all` stops it).
 """
 
 from __future__ import annotations
@@ -473,15 +473,17 @@ class LabIsolationCloud:
             if self.exporter_error:
                 raise group_counters.CountersError(self.exporter_error)
             if self.exporter is None:
-                exporter = exporter_stage.Exporter(
+                # Held before it starts: an interrupt during start() must
+                # still find it for stop_exporter().
+                self.exporter = exporter_stage.Exporter(
                     self.lab, os.path.join(self.out_dir, "exporter.log"))
                 try:
-                    url = exporter.start()
+                    url = self.exporter.start()
                 except exporter_stage.ExporterError as e:
                     # Once: a second start would fail the same way, slowly.
                     self.exporter_error = str(e)
+                    self.stop_exporter()
                     raise
-                self.exporter = exporter
                 self.say(f"  nova-rdt exporter on {url} (the servers' group "
                          f"counters)")
             return group_counters.of_group(

@@ -40,7 +40,6 @@ from nova_rdt.resctrl.schemata import Schemata
 
 #: libvirt's XML cache types -> resctrl's resource name suffix.
 TYPE_SUFFIX = {"both": "", "code": "CODE", "data": "DATA"}
-#: libvirt's machine names stop growing at this length.
 #: virScaleInteger's units (cachetune sizes).
 _UNITS = {"b": 1, "bytes": 1, "k": 1024, "kib": 1024, "kb": 1000,
           "m": 1024 ** 2, "mib": 1024 ** 2, "mb": 1000 ** 2,
