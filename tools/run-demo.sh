@@ -6,17 +6,14 @@
 # to `nova-rdt lab` (--scenario onp|mba|cat, --profile, --kernel, --out,
 # --short).
 #
-# The set-up's own output (apt, pip and its build warnings) goes to
-# .venv/setup-host.log, shown only if the set-up fails; the lab's logs go
+# The set-up prints a line for each thing it does; the tools' own output
+# (apt, pip and build warnings) goes to .venv/setup-host.log, and a
+# failing step is shown with its command and output.  The lab's logs go
 # to lab.log in its report directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .venv
-log=.venv/setup-host.log
-echo "nova-rdt: setting up this host (log: $log)"
-if ! ./tools/setup-host.sh >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "nova-rdt: set-up failed; the log above is in $log" >&2
+if ! ./tools/setup-host.sh; then
+    echo "nova-rdt: set-up failed (above); nothing was run" >&2
     exit 1
 fi
 exec .venv/bin/nova-rdt lab "$@"

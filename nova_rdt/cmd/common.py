@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 
 from nova_rdt.resctrl import capabilities as caps_mod
@@ -57,16 +58,40 @@ def seconds(text: str) -> float:
     return value
 
 
+def path(text: str) -> str:
+    """A file or directory named on the command line, made absolute here,
+    once: what a command derives from it ([rdt] paths, a hook's
+    settings, a report's links) must not depend on the directory a later
+    step runs in, and Nova refuses relative [rdt] paths."""
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a path")
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def program(text: str) -> str:
+    """An interpreter or other program: a bare name is looked up on PATH,
+    anything with a slash is a path, made absolute (it ends up in a
+    hook's shebang, which a relative path would break)."""
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a program")
+    if "/" not in text:
+        found = shutil.which(text)
+        if found is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: not found on PATH")
+        return found
+    return path(text)
+
+
 # -- shared flags --------------------------------------------------------
 
 def add_root_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--resctrl-root",
+        "--resctrl-root", type=path,
         default=os.environ.get("NOVA_RDT_RESCTRL_ROOT", caps_mod.DEFAULT_ROOT),
         help="resctrl mount point (default: $NOVA_RDT_RESCTRL_ROOT or "
              "%(default)s)")
     p.add_argument(
-        "--sysfs-cpu-root",
+        "--sysfs-cpu-root", type=path,
         default=os.environ.get("NOVA_RDT_SYSFS_CPU",
                                caps_mod.DEFAULT_SYSFS_CPU),
         help="where cpu*/cache/index*/ are read (default: "
@@ -74,10 +99,10 @@ def add_root_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_settings_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config-file", action="append",
+    p.add_argument("--config-file", action="append", type=path,
                    help="nova-rdt.conf (or nova.conf) with the [rdt] "
                         "options; repeatable")
-    p.add_argument("--settings",
+    p.add_argument("--settings", type=path,
                    help="a hook settings JSON (as written by "
                         "'nova-rdt hook install') instead of --config-file")
 
@@ -86,17 +111,17 @@ def add_service_args(p: argparse.ArgumentParser, sections: str,
                      state_path_use: str) -> None:
     """The flags a long-running service shares: where its configuration
     is, and the paths that override it (unset: the configuration's)."""
-    p.add_argument("--config-file", action="append",
+    p.add_argument("--config-file", action="append", type=path,
                    help=f"nova-rdt.conf with {sections}; repeatable")
-    p.add_argument("--resctrl-root",
+    p.add_argument("--resctrl-root", type=path,
                    default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
                    help="resctrl mount point (default: [rdt] "
                         "resctrl_root)")
-    p.add_argument("--sysfs-cpu-root",
+    p.add_argument("--sysfs-cpu-root", type=path,
                    default=os.environ.get("NOVA_RDT_SYSFS_CPU"),
                    help="where cpu*/cache/index*/ are read (default: [rdt] "
                         "sysfs_cpu_root)")
-    p.add_argument("--state-path",
+    p.add_argument("--state-path", type=path,
                    help=f"the hook's records{state_path_use} (default: "
                         f"[rdt] state_path)")
 

@@ -18,7 +18,7 @@ def register(sub) -> None:
                            "as protected instances need; restores them on "
                            "stop")
     common.add_service_args(p, "[rdt] and [rdt_controller]", "")
-    p.add_argument("--state-file",
+    p.add_argument("--state-file", type=common.path,
                    help="the controller's state (default: [rdt_controller] "
                         "state_file)")
     p.add_argument("--policy", choices=("bandwidth-share", "slack",

@@ -21,7 +21,7 @@ def register(sub) -> None:
     emu.add_argument("--kernel", metavar="VERSION",
                      help="kernel release to behave as, X.Y (default: the "
                           "running kernel's when the emulator models it)")
-    emu.add_argument("--mountpoint",
+    emu.add_argument("--mountpoint", type=common.path,
                      help="where to mount (default: a new temp directory)")
     emu.add_argument("--namespace", action="store_true",
                      help="run the command in a private mount namespace "

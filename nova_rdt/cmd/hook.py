@@ -18,15 +18,26 @@ def register(sub) -> None:
         "install", help="check the [rdt] settings, then write the hook "
                         "shim and the resolved settings")
     common.add_settings_args(inst)
-    inst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
-    inst.add_argument("--settings-path", default=DEFAULT_SETTINGS)
+    inst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
+                      type=common.path,
+                      help="libvirt's hooks directory (default: %(default)s)")
+    inst.add_argument("--settings-path", default=DEFAULT_SETTINGS,
+                      type=common.path,
+                      help="where the resolved hook settings are written "
+                           "(default: %(default)s)")
     inst.add_argument("--python", default=sys.executable,
+                      type=common.program,
                       help="interpreter with nova_rdt (default: this one)")
     inst.set_defaults(func=install)
     uninst = hook_sub.add_parser(
         "uninstall", help="remove the hook shim and its settings (idempotent)")
-    uninst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
-    uninst.add_argument("--settings-path", default=DEFAULT_SETTINGS)
+    uninst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
+                      type=common.path,
+                      help="libvirt's hooks directory (default: %(default)s)")
+    uninst.add_argument("--settings-path", default=DEFAULT_SETTINGS,
+                      type=common.path,
+                      help="where the resolved hook settings are written "
+                           "(default: %(default)s)")
     uninst.set_defaults(func=uninstall)
 
 

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from nova_rdt.cmd import common
+
 # The first line marks a file as nova-rdt's, so that --uninstall and a
 # re-install never touch someone else's nova/virt/rdt.
 MARKER = '"""nova-rdt shim: ``compute_driver = rdt.LibvirtRDTDriver``.'
@@ -141,11 +143,11 @@ def register(sub) -> None:
         description=__doc__.split("\n\n")[1])
     where = p.add_mutually_exclusive_group()
     where.add_argument(
-        "--python", default=sys.executable,
+        "--python", default=sys.executable, type=common.program,
         help="the interpreter that runs nova-compute; its nova.virt is "
              "the target (default: this one, %(default)s)")
     where.add_argument(
-        "--virt-dir",
+        "--virt-dir", type=common.path,
         help="write into this nova/virt directory instead (e.g. "
              "$NOVA_DIR/nova/virt)")
     p.add_argument("--uninstall", action="store_true",

@@ -415,20 +415,26 @@ def register(sub) -> None:
         "upgrade", help="nova-rdt status upgrade check")
     upgrade.add_argument("check", choices=["check"])
     upgrade.add_argument(
-        "--config-file", action="append",
+        "--config-file", action="append", type=common.path,
         help=f"nova.conf (repeatable; default: {DEFAULT_NOVA_CONF} if it "
              "exists)")
     upgrade.add_argument("--json", action="store_true",
                          help="the results as JSON")
     upgrade.add_argument(
-        "--python", default=sys.executable,
+        "--python", default=sys.executable, type=common.program,
         help="the interpreter that runs nova-compute (default: this one)")
-    upgrade.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR)
-    upgrade.add_argument("--settings-path", default=DEFAULT_SETTINGS)
-    upgrade.add_argument("--api-paste",
+    upgrade.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
+                         type=common.path,
+                         help="libvirt's hooks directory (default: "
+                              "%(default)s)")
+    upgrade.add_argument("--settings-path", default=DEFAULT_SETTINGS,
+                         type=common.path,
+                         help="the hook settings file (default: "
+                              "%(default)s)")
+    upgrade.add_argument("--api-paste", type=common.path,
                          help="api-paste.ini (default: [wsgi] "
                               "api_paste_config)")
-    upgrade.add_argument("--rootwrap-config",
+    upgrade.add_argument("--rootwrap-config", type=common.path,
                          help="rootwrap.conf (default: [DEFAULT] "
                               "rootwrap_config)")
     upgrade.add_argument("--exporter", action="store_true",

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+from nova_rdt.cmd import common
 from nova_rdt.rfc2544 import generators
 from nova_rdt.rfc2544 import wording
 
@@ -21,7 +22,7 @@ PROG = "nova-rdt rfc2544"
 
 
 def add_arguments(rr: argparse.ArgumentParser) -> None:
-    rr.add_argument("--config", help="YAML (see nova_rdt.rfc2544.config)")
+    rr.add_argument("--config", type=common.path, help="YAML (see nova_rdt.rfc2544.config)")
     rr.add_argument("--generator", choices=list(generators.TYPES),
                     help="overrides generator.type of the config")
     rr.add_argument("--frame-sizes", help="e.g. 64,512,1518")
@@ -32,7 +33,7 @@ def add_arguments(rr: argparse.ArgumentParser) -> None:
     rr.add_argument("--latency-duration", dest="latency_duration",
                     type=float)
     rr.add_argument("--label")
-    rr.add_argument("--out", default="rfc2544-report",
+    rr.add_argument("--out", default="rfc2544-report", type=common.path,
                     help="report directory (default: %(default)s)")
     rr.add_argument("--no-plots", action="store_true")
 

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from nova_rdt.cmd import common
 from nova_rdt.emulator import profiles
 from nova_rdt.emulator import versions
 from nova_rdt.lab import scenarios as scen_mod
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                              sorted(EXPERIMENTS.items())))
     ap.add_argument("--profile", help="emulated host profile (default: the "
                                       "scenario's)")
-    ap.add_argument("--out", default="nova-rdt-lab-report",
+    ap.add_argument("--out", default="nova-rdt-lab-report", type=common.path,
                     help="report directory, with the run's log "
                          "(default: %(default)s)")
     ap.add_argument("--short", action="store_true",
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kernel",
                     help="the kernel release the emulated resctrl behaves "
                          "as, e.g. 6.1 (default: the emulator's)")
-    ap.add_argument("--libvirt-cache-dir",
+    ap.add_argument("--libvirt-cache-dir", type=common.path,
                     help="reuse QEMU's capability probe across runs")
     return ap
 
