@@ -7,9 +7,23 @@
 # output (apt-get, pip, the compiler) goes to $NOVA_RDT_SETUP_LOG
 # (default .venv/setup-host.log); when a step fails, its command, exit
 # status and output are printed and the script exits with that status.
+#
+#   tools/setup-host.sh [--packages-only]
+#
+# --packages-only stops after the Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+packages_only=0
+case "${1:-}" in
+    "") ;;
+    --packages-only) packages_only=1 ;;
+    *) echo "usage: tools/setup-host.sh [--packages-only]" >&2; exit 2 ;;
+esac
 mkdir -p .venv
+# One set-up at a time (the demo, the suite and a second shell may all
+# start one): pip and apt must not run twice into the same place.
+exec 9>>.venv/.setup-host.lock
+flock 9
 log=${NOVA_RDT_SETUP_LOG:-.venv/setup-host.log}
 : >"$log"
 
@@ -74,7 +88,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     # The lab starts its own daemons in a temp dir: keep the packages'
     # init scripts from starting host-wide ones (and from failing the
     # install where there is no init system).
-    policy=/usr/sbin/policy-rc.d
+    policy=${NOVA_RDT_POLICY_RC_D:-/usr/sbin/policy-rc.d}
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy"
         chmod +x "$policy"
@@ -91,6 +105,8 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
+
+[ "$packages_only" = 1 ] && exit 0
 
 # Debian's interpreter, not whatever python3 comes first on PATH.
 PY=/usr/bin/python3

@@ -22,7 +22,8 @@ PROG = "nova-rdt rfc2544"
 
 
 def add_arguments(rr: argparse.ArgumentParser) -> None:
-    rr.add_argument("--config", type=common.path, help="YAML (see nova_rdt.rfc2544.config)")
+    rr.add_argument("--config", type=common.path,
+                    help="YAML (see nova_rdt.rfc2544.config)")
     rr.add_argument("--generator", choices=list(generators.TYPES),
                     help="overrides generator.type of the config")
     rr.add_argument("--frame-sizes", help="e.g. 64,512,1518")

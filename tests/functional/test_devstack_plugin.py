@@ -297,20 +297,6 @@ def test_ovs_dpdk_hosts_get_the_pmd_cos_and_a_sync(env):
     assert "pmd sync failed" in out
 
 
-def test_shellcheck_is_clean():
-    if shutil.which("shellcheck") is None:
-        pytest.skip("no shellcheck (apt-get install shellcheck)")
-    res = subprocess.run(
-        ["shellcheck", "-x", "devstack/plugin.sh", "devstack/settings",
-         "libvirt_hooks/qemu", "tests/devstack/functions.sh",
-         "tests/devstack/sudo", "tests/devstack/mountpoint",
-         "tests/devstack/ini_scenario.sh",
-         "tools/setup-host.sh", "tools/run-tests.sh",
-         "tools/run-demo.sh", ".ci/run"],
-        cwd=REPO, capture_output=True, text=True)
-    assert res.returncode == 0, res.stdout
-
-
 # -- systemd samples for deployments without devstack ----------------------
 
 SYSTEMD = os.path.join(REPO, "etc", "systemd")

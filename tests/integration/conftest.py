@@ -39,6 +39,24 @@ def lab_skip_reason(libvirt: bool = False, ovs: bool = False,
     return "; ".join(reasons) if reasons else None
 
 
+#: The checkout these tests run from: ``nova-rdt lab`` runs from another
+#: (fresh) working directory, as a user's first run does, and must still
+#: import this tree's code.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+#: The lab's default report directory, relative to where it runs.
+DEFAULT_OUT = "nova-rdt-lab-report"
+
+
+def lab_env() -> dict[str, str]:
+    """The environment for ``python -m nova_rdt.cmd.main`` run from a
+    directory other than the checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (CHECKOUT, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def skip_unless_nova_lab() -> None:
     """Skip, saying why, unless the lab's Nova scenarios can run here:
     root, FUSE, libvirtd, OVS-DPDK and Nova's functional framework."""

@@ -20,6 +20,8 @@ from nova_rdt import failpoints
 from nova_rdt.lab.faults import check
 from nova_rdt.lab.faults import plan
 from nova_rdt.lab.faults import table
+from tests.integration.conftest import DEFAULT_OUT
+from tests.integration.conftest import lab_env
 from tests.integration.conftest import skip_unless_nova_lab
 
 A, B = "11111111-1111-1111-1111-111111111111", \
@@ -256,12 +258,13 @@ def test_table():
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory, libvirt_cache):
     skip_unless_nova_lab()
-    out = tmp_path_factory.mktemp("faults") / "report"
+    # From a fresh working directory with the default, relative --out.
+    cwd = tmp_path_factory.mktemp("faults")
+    out = cwd / DEFAULT_OUT
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
-         "faults", "--short", "--out", str(out),
-         "--libvirt-cache-dir", libvirt_cache],
-        capture_output=True, text=True, timeout=900)
+         "faults", "--short", "--libvirt-cache-dir", libvirt_cache],
+        capture_output=True, text=True, timeout=900, cwd=cwd, env=lab_env())
     summary_path = out / "faults" / "summary.json"
     assert summary_path.exists(), (res.stdout + res.stderr)[-4000:]
     return res, json.loads(summary_path.read_text())

@@ -20,6 +20,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.integration.conftest import DEFAULT_OUT
+from tests.integration.conftest import lab_env
 from tests.integration.conftest import skip_unless_nova_lab
 
 
@@ -55,12 +57,15 @@ def _processes_mentioning(paths) -> list[str]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     _skip()
-    out = tmp_path_factory.mktemp("isolation") / "report"
+    # From a fresh working directory with the default, relative --out,
+    # as a user's first run.
+    cwd = tmp_path_factory.mktemp("isolation")
+    out = cwd / DEFAULT_OUT
     t0 = time.monotonic()
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
-         "isolation", "--short", "--out", str(out)],
-        capture_output=True, text=True, timeout=900)
+         "isolation", "--short"],
+        capture_output=True, text=True, timeout=900, cwd=cwd, env=lab_env())
     elapsed = time.monotonic() - t0
     tail = (res.stdout + res.stderr)[-6000:]
     summary_path = out / "isolation" / "summary.json"

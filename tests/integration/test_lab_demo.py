@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.integration.conftest import DEFAULT_OUT
+from tests.integration.conftest import lab_env
 from tests.integration.conftest import skip_unless_nova_lab
 
 
@@ -24,14 +26,19 @@ def _l3(path):
     raise AssertionError(f"no L3 line in {path}/schemata")
 
 
-def _run(tmp_path, scenario, libvirt_cache):
+def _run(tmp_path, scenario, libvirt_cache, out_arg=None):
+    """The lab as a user first runs it: from a fresh working directory,
+    with the default (relative) ``--out``, or the relative ``out_arg``."""
     skip_unless_nova_lab()
-    out = tmp_path / "report"
+    cwd = tmp_path / "fresh"
+    cwd.mkdir()
+    out = cwd / (out_arg or DEFAULT_OUT)
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
-         scenario, "--short", "--out", str(out),
+         scenario, "--short",
+         *(("--out", out_arg) if out_arg else ()),
          "--libvirt-cache-dir", libvirt_cache],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900, cwd=cwd, env=lab_env())
     tail = (res.stdout + res.stderr)[-4000:]
     assert res.returncode == 0, tail
     assert "nothing left behind" in res.stdout, tail
@@ -119,7 +126,9 @@ def test_onp_scenario_end_to_end(tmp_path, libvirt_cache):
     ("mba", "low_priority", 1, 10, 4), ("cat", "noisy", 1, None, 2)])
 def test_mba_and_cat_scenarios(tmp_path, libvirt_cache, scenario, cls, ways,
                                mb, fwd_ways):
-    _out, snap, servers, group_of = _run(tmp_path, scenario, libvirt_cache)
+    # A relative --out of the user's choosing, from a fresh directory.
+    _out, snap, servers, group_of = _run(tmp_path, scenario, libvirt_cache,
+                                         out_arg=f"reports/{scenario}")
     klass = snap / f"nova-rdt-class-{cls}"
     root, k = _l3(snap / "_root"), _l3(klass)
     fwd = _l3(group_of(next(s for s in servers

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash  # busybox ash, which dash rules cover
 # /init of the nova-rdt lab guest (PID 1 in the initramfs that
 # tools/build-guest-image.sh builds).  The role comes from the kernel
 # command line, nova_rdt.role=forward|noisy|probe; every line meant for
@@ -73,6 +74,7 @@ try_testpmd() {
         return 1; }
     mount -t hugetlbfs nodev /mnt/huge || { why="mount hugetlbfs failed"; return 1; }
     nics=$(virtio_nics)
+    # shellcheck disable=SC2086  # split into one NIC per argument
     set -- $nics
     [ $# -eq 2 ] || { why="$# virtio-net PCI functions, not 2 ($nics)"; return 1; }
     allow=""
@@ -91,6 +93,7 @@ try_testpmd() {
         allow="$allow -a $bdf"
     done
     plugins=""
+    # shellcheck disable=SC2013  # one plugin path per word
     for p in $(cat /etc/dpdk-plugins); do plugins="$plugins -d $p"; done
     # Main lcore and one forwarding lcore: on their own vCPUs if the
     # guest has two, else both on vCPU 0 (the main lcore only waits).
@@ -107,6 +110,7 @@ try_testpmd() {
     keep_pid=$!
     # Line-buffered stdout (coreutils' stdbuf library): the log is a
     # file, and the wait below reads it while testpmd runs.
+    # shellcheck disable=SC2086  # $cores, $plugins, $allow: lists of flags
     _STDBUF_O=L LD_PRELOAD=$LIBS/libstdbuf.so \
     LD_LIBRARY_PATH=$LIBS dpdk-testpmd $cores -n 1 --huge-dir /mnt/huge \
         --no-telemetry $plugins $allow -- \
@@ -165,6 +169,7 @@ forward)
     # Load order (dependencies first) is computed at build time.  The
     # virtio NICs come up as eth0/eth1 first either way; testpmd then
     # takes them from the kernel, and gives them back if it fails.
+    # shellcheck disable=SC2013  # one module name per word
     for m in $(cat /lib/modules/load-order); do
         insmod "/lib/modules/$m.ko" || fail "insmod $m failed"
     done
@@ -212,7 +217,7 @@ noisy)
             memtester "${mib:-64}M" >/tmp/noisy.log 2>&1 &
         ;;
     stressor)
-        nova-rdt-stress ${mib:-64} >/tmp/noisy.log 2>&1 &
+        nova-rdt-stress "${mib:-64}" >/tmp/noisy.log 2>&1 &
         ;;
     *)  fail "unknown nova_rdt.noisy=$noisy (memtester or stressor)" ;;
     esac
@@ -222,7 +227,7 @@ noisy)
         usleep 200000
         kill -0 $pid 2>/dev/null \
             || fail "$noisy exited: $(grep -v '^ *$' /tmp/noisy.log | tail -n 1)"
-        [ $noisy = stressor ] && break
+        [ "$noisy" = stressor ] && break
         grep -q "^Loop 1" /tmp/noisy.log && break
         n=$((n + 1))
         [ $n -gt 300 ] && fail "memtester has not started testing after 60 s"
