@@ -33,6 +33,10 @@ def register(sub) -> None:
                    help="/metrics port (default: [rdt_controller] port; 0 "
                         "picks a free one)")
     p.add_argument("--listen", help="/metrics address")
+    p.add_argument("--web-config-file", type=common.path,
+                   help="TLS and basic auth for /metrics, in the "
+                        "exporter-toolkit web config format (default: "
+                        "[rdt_controller] web_config_file)")
     p.add_argument("--no-metrics", action="store_true",
                    help="serve no /metrics")
     p.add_argument("--no-guardian", action="store_true",
@@ -181,8 +185,14 @@ def run(args, conf, fs, state_path, state_file) -> int:
     port = c.port if args.port is None else args.port
     address = args.listen or c.listen_address
     if not args.no_metrics:
+        from nova_rdt.exporter import webconfig
         try:
-            httpd = metrics_mod.serve(metrics, address, port)
+            web = webconfig.Watcher(args.web_config_file
+                                    or c.web_config_file)
+        except webconfig.WebConfigError as err:
+            raise common.CliError(str(err)) from None
+        try:
+            httpd = metrics_mod.serve(metrics, address, port, web)
         except OSError as err:
             raise common.CliError(f"cannot listen on {address}:{port}: "
                                   f"{err.strerror or err}") from None
@@ -190,7 +200,8 @@ def run(args, conf, fs, state_path, state_file) -> int:
         where = "no /metrics"
     else:
         addr, bound = httpd.server_address[:2]
-        where = f"metrics at http://{addr}:{bound}/metrics"
+        scheme = "https" if httpd.web.config.tls else "http"
+        where = f"metrics at {scheme}://{addr}:{bound}/metrics"
     print(f"nova-rdt controller: policy {name}, period {period:g}s"
           f"{', dry run' if dry else ''}, {fs.root}, state {state_file}, "
           f"{where}", flush=True)

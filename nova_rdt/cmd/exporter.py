@@ -32,6 +32,10 @@ def register(sub) -> None:
     exp.add_argument("--client-timeout", type=common.seconds,
                      help="seconds a connection may last before it is "
                           "closed (default: [rdt_exporter] client_timeout)")
+    exp.add_argument("--web-config-file", type=common.path,
+                     help="TLS and basic auth, in the exporter-toolkit web "
+                          "config format (default: [rdt_exporter] "
+                          "web_config_file)")
     exp.set_defaults(func=exporter)
 
 
@@ -52,7 +56,12 @@ def exporter(args) -> int:
     host = hostname.nova_host(args.config_file, args.host)
     live = LiveView(Sampler(fs, args.state_path or r.state_path,
                             caps_ttl=e.capabilities_ttl))
-    app = server.App(live, host)
+    from nova_rdt.exporter import webconfig
+    try:
+        web = webconfig.Watcher(args.web_config_file or e.web_config_file)
+    except webconfig.WebConfigError as err:
+        raise common.CliError(str(err)) from None
+    app = server.App(live, host, web)
     port = e.port if args.port is None else args.port
     timeout = (e.client_timeout if args.client_timeout is None
                else args.client_timeout)
@@ -73,7 +82,8 @@ def exporter(args) -> int:
         publisher.start()
     addr, bound = httpd.server_address[:2]
     print(f"nova-rdt exporter for {host} ({fs.root}) on "
-          f"http://{addr}:{bound}/ (metrics at /metrics)", flush=True)
+          f"{'https' if web.config.tls else 'http'}://{addr}:{bound}/ "
+          f"(metrics at /metrics)", flush=True)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     try:
         signal.pause()

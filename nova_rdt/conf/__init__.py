@@ -146,6 +146,14 @@ exporter_opts = [
                         "(sending its request or reading the answer) "
                         "before the exporter closes it, so that slow or "
                         "stalled clients cannot hold its threads."),
+    cfg.StrOpt("web_config_file", default="",
+               help="TLS and basic auth for the exporter's port: a web "
+                    "configuration file in the Prometheus "
+                    "exporter-toolkit format (tls_server_config with "
+                    "cert_file and key_file, basic_auth_users with bcrypt "
+                    "hashes).  Empty: plain HTTP, open to whoever reaches "
+                    "listen_address.  Re-read when it or a file it names "
+                    "changes."),
 ]
 
 

@@ -97,6 +97,11 @@ controller_opts = [
                        help="Address of the controller's /metrics."),
     cfg.PortOpt("port", default=9788,
                 help="Port of the controller's /metrics; 0 serves none."),
+    cfg.StrOpt("web_config_file", default="",
+               help="TLS and basic auth for the controller's /metrics, in "
+                    "the same exporter-toolkit format as [rdt_exporter] "
+                    "web_config_file (the two may share one file).  "
+                    "Empty: plain HTTP."),
 ]
 
 

@@ -2,7 +2,9 @@
 
 Rendering is pure (:meth:`Metrics.render`); the server only serves the
 text.  Names start ``nova_rdt_controller_`` so they sit beside the
-exporter's ``nova_rdt_`` series in one dashboard.
+exporter's ``nova_rdt_`` series in one dashboard.  The port takes the
+exporter's web configuration (TLS and basic auth,
+:mod:`nova_rdt.exporter.webconfig`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import http.server
 import threading
 
+from nova_rdt.exporter import webconfig
+
 PREFIX = "nova_rdt_controller_"
+CLIENT_TIMEOUT = 10.0
 
 
 def _esc(v: str) -> str:
@@ -119,8 +124,23 @@ class Metrics:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     metrics: Metrics
+    # A client gets this long per read and write, the TLS handshake
+    # included, before its thread gives up on it.
+    timeout = CLIENT_TIMEOUT
 
     def do_GET(self):  # noqa: N802 (http.server's name)
+        config = self.server.web.current()  # type: ignore[attr-defined]
+        extra = list(config.headers)
+        if not self.server.auth.allowed(  # type: ignore[attr-defined]
+                config, self.headers.get("Authorization")):
+            status, more, body = webconfig.UNAUTHORIZED
+            self.send_response(int(status.split()[0]))
+            for k, v in more + extra + [("Content-Type", "text/plain"),
+                                        ("Content-Length", str(len(body)))]:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.path.split("?", 1)[0] != "/metrics":
             self.send_error(404, "only /metrics here")
             return
@@ -129,6 +149,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type",
                          "text/plain; version=0.0.4; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
 
@@ -136,10 +158,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def serve(metrics: Metrics, address: str, port: int):
-    httpd = http.server.ThreadingHTTPServer((address, port), _Handler)
-    httpd.daemon_threads = True
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        ctx = self.web.current().context  # type: ignore[attr-defined]
+        if ctx is not None:
+            # The handshake runs in the request's thread, on its first
+            # read, under the handler's timeout: never in this one.
+            sock = ctx.wrap_socket(sock, server_side=True,
+                                   do_handshake_on_connect=False)
+        return sock, addr
+
+    def handle_error(self, request, client_address):
+        pass                    # a failed handshake or a gone client
+
+
+def serve(metrics: Metrics, address: str, port: int,
+          web: webconfig.Watcher | None = None):
+    """Serve ``metrics`` at /metrics; ``web`` adds TLS and basic auth."""
+    httpd = _Server((address, port), _Handler)
     httpd.metrics = metrics  # type: ignore[attr-defined]
+    httpd.web = web or webconfig.Watcher(None)  # type: ignore[attr-defined]
+    httpd.auth = webconfig.BasicAuth()  # type: ignore[attr-defined]
     threading.Thread(target=httpd.serve_forever, name="metrics",
                      daemon=True).start()
     return httpd

@@ -16,6 +16,11 @@ so that no client can hold it:
 * at most :data:`MAX_CLIENTS` connections at once; more are closed at
   accept rather than growing without bound;
 * the WSGI handling itself is the standard library's (``wsgiref``).
+
+With a web configuration (:mod:`nova_rdt.exporter.webconfig`) the TLS
+handshake is driven by the same accepting thread, non-blocking and under
+the same deadline, so TLS gives a slow client no new way to hold a
+thread; basic auth is checked before any route.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import selectors
 import socket
+import ssl
 import threading
 import time
 from wsgiref import simple_server
@@ -33,6 +40,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client import exposition
 
 from nova_rdt.exporter import page
+from nova_rdt.exporter import webconfig
 from nova_rdt.exporter.live import LiveView
 from nova_rdt.exporter.metrics import RdtCollector
 
@@ -42,18 +50,31 @@ BACKLOG = 128
 MAX_CLIENTS = 512
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_CLIENT_TIMEOUT = 10.0
+HTTP_TO_HTTPS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                 b"Connection: close\r\n\r\n"
+                 b"Client sent an HTTP request to an HTTPS server.\n")
 
 
 class App:
-    def __init__(self, live: LiveView, host: str):
+    def __init__(self, live: LiveView, host: str,
+                 web: webconfig.Watcher | None = None):
         self.live = live
         self.host = host
+        self.web = web or webconfig.Watcher(None)
+        self.auth = webconfig.BasicAuth()
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = RdtCollector(live, host)
         self.registry.register(self.collector)
 
     def __call__(self, environ, start_response):
-        body = self._route(environ, start_response)
+        config = self.web.current()
+        if not self.auth.allowed(config, environ.get("HTTP_AUTHORIZATION")):
+            status, extra, body = webconfig.UNAUTHORIZED
+            body = self._reply(start_response, status, "text/plain", body,
+                               extra + list(config.headers))
+        else:
+            body = self._route(environ, _with_headers(start_response,
+                                                      config.headers))
         # HEAD: the same status and headers (Content-Length included),
         # no body (RFC 9110 9.3.2).  One empty chunk, not none: wsgiref
         # would otherwise rewrite Content-Length to 0.
@@ -94,6 +115,16 @@ class App:
         return [body]
 
 
+def _with_headers(start_response, headers):
+    if not headers:
+        return start_response
+
+    def start(status, response_headers, exc_info=None):
+        return start_response(status, list(response_headers) + list(headers),
+                              exc_info)
+    return start
+
+
 class _Writer:
     """The response stream: blocking sends bounded by the deadline."""
 
@@ -131,11 +162,12 @@ class _Handler(simple_server.WSGIRequestHandler):
 
 
 class _Conn:
-    __slots__ = ("sock", "addr", "deadline", "head")
+    __slots__ = ("sock", "addr", "deadline", "head", "handshaking")
 
-    def __init__(self, sock, addr, deadline):
+    def __init__(self, sock, addr, deadline, handshaking=False):
         self.sock, self.addr, self.deadline = sock, addr, deadline
         self.head = b""
+        self.handshaking = handshaking
 
 
 class Server:
@@ -218,14 +250,57 @@ class Server:
                 sock.close()
                 continue
             sock.setblocking(False)
-            c = _Conn(sock, addr, time.monotonic() + self.client_timeout)
+            ctx = self._tls_context()
+            if ctx is not None:
+                try:
+                    sock = ctx.wrap_socket(sock, server_side=True,
+                                           do_handshake_on_connect=False)
+                except (OSError, ValueError):
+                    _close(sock)
+                    continue
+            c = _Conn(sock, addr, time.monotonic() + self.client_timeout,
+                      handshaking=ctx is not None)
             self._reading[sock] = c
             self._sel.register(sock, selectors.EVENT_READ)
 
+    def _tls_context(self) -> ssl.SSLContext | None:
+        web = getattr(self.app, "web", None)
+        return web.current().context if web is not None else None
+
+    def _handshake(self, c: _Conn) -> bool:
+        """Advance ``c``'s TLS handshake; True once it is done."""
+        try:
+            c.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._sel.modify(c.sock, selectors.EVENT_READ)
+            return False
+        except ssl.SSLWantWriteError:
+            self._sel.modify(c.sock, selectors.EVENT_WRITE)
+            return False
+        except ssl.SSLError as e:
+            if e.reason == "HTTP_REQUEST":
+                # Plain HTTP to the TLS port: say so, in plain HTTP.
+                try:
+                    os.write(c.sock.fileno(), HTTP_TO_HTTPS)
+                except OSError:
+                    pass
+            LOG.debug("exporter: TLS from %s: %s", c.addr[0], e)
+            self._drop(c)
+            return False
+        except OSError:
+            self._drop(c)
+            return False
+        c.handshaking = False
+        self._sel.modify(c.sock, selectors.EVENT_READ)
+        return True
+
     def _read(self, c: _Conn) -> None:
+        if c.handshaking and not self._handshake(c):
+            return
         try:
             data = c.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                ssl.SSLWantWriteError):
             return
         except OSError:
             data = b""
@@ -233,6 +308,14 @@ class Server:
             self._drop(c)
             return
         c.head += data
+        # TLS may hold decrypted bytes that no select() will announce.
+        while isinstance(c.sock, ssl.SSLSocket) and c.sock.pending() \
+                and _header_end(c.head) is None \
+                and len(c.head) <= MAX_HEADER_BYTES:
+            try:
+                c.head += c.sock.recv(65536)
+            except OSError:
+                break
         end = _header_end(c.head)
         if end is None and len(c.head) <= MAX_HEADER_BYTES:
             return
