@@ -26,6 +26,10 @@ class Identity:
     instance_name: str = ""
     flavor: str = ""
     rdt_class: str = ""
+    # Nova's owner project: its id, and its name where the domain XML
+    # gave it (records older than the field have neither).
+    project_id: str = ""
+    project_name: str = ""
 
 
 HOST = Identity("host")
@@ -46,7 +50,8 @@ class Resolver:
         for rec in records:
             ident = Identity("instance", rec.uuid,
                              rec.instance_name or rec.name,
-                             rec.flavor or "", rec.rdt_class or "")
+                             rec.flavor or "", rec.rdt_class or "",
+                             rec.project_id or "", rec.project_name or "")
             if rec.group:
                 self._by_group[rec.group] = ident
             self._by_name[rec.name] = ident

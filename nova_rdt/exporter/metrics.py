@@ -4,10 +4,17 @@ Every series carries ``host``: Nova's ``[DEFAULT] host`` of this compute,
 so that one Prometheus scraping many computes can join the series with
 Nova's host names (its own ``instance`` label is only the scrape
 address).  Every per-group series also carries ``group``, ``kind``
-(see ``identity``), ``instance_uuid``, ``instance_name`` and ``flavor``
-(empty where they do not apply).  Counts of monitor groups inside a
+(see ``identity``), ``instance_uuid``, ``instance_name``, ``project_id``,
+``project_name`` and ``flavor`` (empty where they do not apply).  A group
+is keyed by ``host`` and ``group`` (an instance by ``host`` and
+``instance_uuid``): display and project names are tenants' words, never
+unique, and serve only in legends.  Counts of monitor groups inside a
 control group are part of that group's series (the kernel sums them), so
 per-kind sums never count twice.
+
+Names follow Prometheus's conventions (base units, ``_total`` once, no
+unit in a label).  :data:`DEPRECATED` lists the names of the previous
+release, still served beside the new ones for one release.
 """
 
 from __future__ import annotations
@@ -23,7 +30,22 @@ from nova_rdt.exporter.live import LiveView
 from nova_rdt.host import recovery
 
 P = "nova_rdt_"
-GROUP_LABELS = ["group", "kind", "instance_uuid", "instance_name", "flavor"]
+GROUP_LABELS = ["group", "kind", "instance_uuid", "instance_name",
+                "project_id", "project_name", "flavor"]
+MIB = 1 << 20
+# resctrl's MB units -> bytes/s per unit (None: a fraction of the peak,
+# nova_rdt_group_mb_ratio).  The kernel's MBps is its MBM bandwidth in
+# MiB/s; AMD programs limits in eighths of a GiB/s.
+MB_BYTES_PER_SECOND = {"percent": None, "MBps": MIB, "1/8GBps": (1 << 30) // 8}
+# Served for one release beside their replacement, then removed (see
+# releasenotes/notes/metric-names-*.yaml).
+DEPRECATED = {
+    "nova_rdt_memory_bandwidth_total_bytes_total":
+        "nova_rdt_memory_bandwidth_bytes_total",
+    "nova_rdt_rdt_available": "nova_rdt_resctrl_available",
+    "nova_rdt_group_mb": "nova_rdt_group_mb_ratio and "
+                         "nova_rdt_group_mb_bytes_per_second",
+}
 FEATURES = {
     "cat_l3": lambda c: "L3" in c.cache or "L3CODE" in c.cache,
     "cdp_l3": lambda c: "L3CODE" in c.cache,
@@ -48,7 +70,8 @@ def with_host(fam, host: str):
 
 def _glabels(g) -> list[str]:
     i = g.identity
-    return [g.name, i.kind, i.instance_uuid, i.instance_name, i.flavor]
+    return [g.name, i.kind, i.instance_uuid, i.instance_name, i.project_id,
+            i.project_name, i.flavor]
 
 
 class RdtCollector(Collector):
@@ -86,11 +109,14 @@ class RdtCollector(Collector):
         yield from self._health(time.monotonic() - t0, s)
 
     def _availability(self, s):
-        rdt = GaugeMetricFamily(
-            P + "rdt_available", "1 if resctrl is mounted and readable "
-            "(reason in the label when not)", labels=["reason"])
-        rdt.add_metric([s.error or ""], 1 if s.available else 0)
-        yield rdt
+        for name, text in (("resctrl_available", ""),
+                           ("rdt_available", "Deprecated: use "
+                                             "nova_rdt_resctrl_available. ")):
+            rdt = GaugeMetricFamily(
+                P + name, text + "1 if resctrl is mounted and readable "
+                "(reason in the label when not)", labels=["reason"])
+            rdt.add_metric([s.error or ""], 1 if s.available else 0)
+            yield rdt
         feat = GaugeMetricFamily(P + "feature_available",
                                  "1 if the host offers the RDT feature",
                                  labels=["feature"])
@@ -111,9 +137,13 @@ class RdtCollector(Collector):
             P + "llc_occupancy_bytes", "L3 occupancy of the group's tasks",
             labels=GROUP_LABELS + ["cache_id"])
         tot = CounterMetricFamily(
+            P + "memory_bandwidth_bytes",
+            "Memory bandwidth (MBM total: local and remote), bytes since the"
+            " exporter started; use rate()", labels=GROUP_LABELS + ["node"])
+        old_tot = CounterMetricFamily(
             P + "memory_bandwidth_total_bytes",
-            "Memory bandwidth (MBM total), bytes since the exporter started;"
-            " use rate()", labels=GROUP_LABELS + ["node"])
+            "Deprecated: use nova_rdt_memory_bandwidth_bytes_total",
+            labels=GROUP_LABELS + ["node"])
         loc = CounterMetricFamily(
             P + "memory_bandwidth_local_bytes",
             "Memory bandwidth to the local NUMA node (MBM local), bytes; use "
@@ -124,9 +154,18 @@ class RdtCollector(Collector):
         mask = GaugeMetricFamily(
             P + "group_l3_mask", "The group's L3 CBM as an integer",
             labels=GROUP_LABELS + ["cache_id", "type"])
-        mb = GaugeMetricFamily(
-            P + "group_mb", "The group's MB value (percent, or MBps on an "
-            "mba_MBps mount)", labels=GROUP_LABELS + ["node", "unit"])
+        mb_ratio = GaugeMetricFamily(
+            P + "group_mb_ratio", "The group's MB throttle as a fraction "
+            "of the peak (schemata percent / 100)",
+            labels=GROUP_LABELS + ["node"])
+        mb_rate = GaugeMetricFamily(
+            P + "group_mb_bytes_per_second", "The group's MB limit in "
+            "bytes/s (an mba_MBps mount, or AMD's 1/8 GB/s steps)",
+            labels=GROUP_LABELS + ["node"])
+        old_mb = GaugeMetricFamily(
+            P + "group_mb", "Deprecated: use nova_rdt_group_mb_ratio or "
+            "nova_rdt_group_mb_bytes_per_second",
+            labels=GROUP_LABELS + ["node", "unit"])
         tasks = GaugeMetricFamily(P + "group_tasks", "Tasks in the group",
                                   labels=GROUP_LABELS + ["scope"])
         cmt = FEATURES["cmt"](caps)
@@ -144,6 +183,7 @@ class RdtCollector(Collector):
                 if b is not None:
                     if mbm_t and r.mbm_total_bytes is not None:
                         tot.add_metric(gl + [node], b.total_bytes)
+                        old_tot.add_metric(gl + [node], b.total_bytes)
                     if mbm_l and r.mbm_local_bytes is not None:
                         loc.add_metric(gl + [node], b.local_bytes)
             for res, doms in g.schemata.items():
@@ -155,9 +195,16 @@ class RdtCollector(Collector):
                         mask.add_metric(gl + [str(cid), typ], m)
                 elif res in caps.bandwidth:
                     unit = caps.bandwidth[res].units
+                    per_unit = MB_BYTES_PER_SECOND.get(unit)
                     for node, v in doms.items():
-                        mb.add_metric(gl + [str(node), unit], v)
-        yield from (occ, tot, loc, ways, mask, mb, tasks)
+                        old_mb.add_metric(gl + [str(node), unit], v)
+                        if unit == "percent":
+                            mb_ratio.add_metric(gl + [str(node)], v / 100)
+                        elif per_unit is not None:
+                            mb_rate.add_metric(gl + [str(node)],
+                                               v * per_unit)
+        yield from (occ, tot, loc, ways, mask, mb_ratio, mb_rate, tasks,
+                    old_tot, old_mb)
 
     def _caches(self, s):
         labels = ["cache_id", "type"]

@@ -96,13 +96,19 @@ def parse(argv: list[str], stdin: bytes) -> HookEvent | None:
     meta = root.find(f"metadata/{{{NOVA_RDT_NS}}}instance")
     managed = parse_managed(meta) if meta is not None else None
     nova = root.find(f"metadata/{{{NOVA_NS}}}instance")
-    nova_name = flavor = None
+    nova_name = flavor = project_id = project_name = None
     if nova is not None:
         nova_name = _label(nova.findtext(f"{{{NOVA_NS}}}name"))
         el = nova.find(f"{{{NOVA_NS}}}flavor")
         flavor = _label(el.get("name") if el is not None else None)
+        # <nova:owner><nova:project uuid="...">name</nova:project>: the
+        # tenant, so that two tenants' "web-1" stay apart on dashboards.
+        el = nova.find(f"{{{NOVA_NS}}}owner/{{{NOVA_NS}}}project")
+        if el is not None:
+            project_id = _label(el.get("uuid"))
+            project_name = _label(el.text)
     return HookEvent(operation, sub_operation, name, uuid, managed,
-                     nova_name, flavor)
+                     nova_name, flavor, project_id, project_name)
 
 
 def _label(text: str | None) -> str | None:

@@ -156,6 +156,8 @@ class Agent:
                 pmd_share=m.pmd_share, rdt_class=m.rdt_class,
                 group=holder, slo=m.slo,
                 instance_name=event.instance_name, flavor=event.flavor,
+                project_id=event.project_id,
+                project_name=event.project_name,
                 schemata=schemata, tasks=members)
             recorded = self._put_record(rec)
             if lost is not None:

@@ -33,3 +33,5 @@ class HookEvent:
     managed: Managed | None       # None: not nova-rdt's, ignore
     instance_name: str | None = None    # Nova's display name, for logs
     flavor: str | None = None           # Nova's flavor name
+    project_id: str | None = None       # Nova's owner project
+    project_name: str | None = None

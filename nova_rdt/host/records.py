@@ -111,6 +111,9 @@ class Record:
     # The thread ids libvirt put in ``group`` (the vCPU threads), for the
     # same re-creation.
     tasks: tuple[int, ...] | None = None
+    # Nova's owner project (absent in older records), for the exporter.
+    project_id: str | None = None
+    project_name: str | None = None
 
     def __post_init__(self) -> None:
         # Records are read back as root by reconcile, which removes the
@@ -160,7 +163,8 @@ class Record:
             for tid in self.tasks:
                 _int("tasks", tid, 1, MAX_PID)
             object.__setattr__(self, "tasks", tuple(self.tasks))
-        for field in ("instance_name", "flavor"):
+        for field in ("instance_name", "flavor", "project_id",
+                      "project_name"):
             value = getattr(self, field)
             if value is not None and not (
                     isinstance(value, str) and len(value) <= MAX_LABEL

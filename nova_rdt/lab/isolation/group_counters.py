@@ -16,7 +16,7 @@ from prometheus_client import parser as prom_parser
 #: load() keys -> the exporter's metric families (summed over nodes and
 #: cache ids: the group's whole activity).
 METRICS = {
-    "mbm_total_bytes": "nova_rdt_memory_bandwidth_total_bytes",
+    "mbm_total_bytes": "nova_rdt_memory_bandwidth_bytes",
     "mbm_local_bytes": "nova_rdt_memory_bandwidth_local_bytes",
     "llc_occupancy_bytes": "nova_rdt_llc_occupancy_bytes",
 }
