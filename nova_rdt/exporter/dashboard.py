@@ -4,7 +4,13 @@
 
 A test keeps the committed JSON equal to this output, and checks that
 every query names a metric the exporter serves and runs in a real
-Prometheus.
+Prometheus, against two projects whose instances share a display name:
+every series is keyed by host and instance uuid, so none merges them.
+
+Written as plain data rather than with grafanalib or Grafana's
+foundation SDK: the dashboard is a dozen panels, the JSON model is what
+Grafana stores and what the tests read, and a library would add a
+dependency without removing a line that matters.
 """
 
 from __future__ import annotations
@@ -44,40 +50,54 @@ def _var(name: str, query: str, label: str, multi: bool = True) -> dict:
             "current": {"selected": True, "text": "All", "value": "$__all"}}
 
 
+# An instance is keyed by host and uuid; display and project names ride
+# along for the legend only (tenants choose them, they are not unique).
+INSTANCE_KEY = "host, instance_uuid, instance_name, project_id, project_name"
+INSTANCE_LEGEND = "{{instance_name}} [{{project_name}}] {{instance_uuid}}"
+# Exporters and controllers, as etc/prometheus/prometheus.yml names them.
+JOBS = 'job=~"nova-rdt|nova-rdt-controller"'
+
+
 def build() -> dict:
-    inst = f'{HOST},kind="instance",instance_name=~"$instance"'
-    bw = "nova_rdt_memory_bandwidth_total_bytes_total"
+    inst = (f'{HOST},kind="instance",project_name=~"$project",'
+            f'instance_name=~"$instance"')
+    bw = "nova_rdt_memory_bandwidth_bytes_total"
+    key = INSTANCE_KEY
     panels = [
         _panel(1, "L3 way map over time", "state-timeline", (0, 0, 24, 9), [
-            _target(f'max by (way, kind, instance_name, group) '
-                    f'(nova_rdt_way_owner{{{HOST},cache_id=~"$cache_id",'
-                    f'type="both"}})',
-                    "way {{way}}: {{kind}} {{instance_name}} ({{group}})")],
-            description="One row per way and owner: where each group's "
-                        "ways lie, the PMD COS overlapping the instances "
-                        "that share with it."),
+            # No aggregation: every series is one way of one owner, under
+            # CDP one per type (code, data).
+            _target(f'nova_rdt_way_owner{{{HOST},cache_id=~"$cache_id"}}',
+                    "{{host}} cache {{cache_id}} {{type}} way {{way}}: "
+                    "{{kind}} {{instance_name}} {{group}}")],
+            description="One row per way, cache type and owner: where each "
+                        "group's ways lie, the PMD COS overlapping the "
+                        "instances that share with it.  Under CDP the "
+                        "code and data masks are rows of their own."),
         _panel(2, "L3 occupancy per instance", "timeseries", (0, 9, 12, 8), [
-            _target(f"sum by (instance_name) "
+            _target(f"sum by ({key}) "
                     f"(nova_rdt_llc_occupancy_bytes{{{inst}}})",
-                    "{{instance_name}}"),
-            _target(f"sum by (instance_name) (nova_rdt_group_l3_ways{{{inst}}}"
-                    f" * on (host, cache_id, type) group_left "
-                    f"nova_rdt_cache_way_bytes)",
-                    "{{instance_name}} allocated", "B")],
+                    INSTANCE_LEGEND),
+            # Under CDP code and data masks cover the same ways: the larger
+            # of the two per cache id, not their sum.
+            _target(f"sum by ({key}) (max by ({key}, cache_id) "
+                    f"(nova_rdt_group_l3_ways{{{inst}}} * on (host, "
+                    f"cache_id, type) group_left nova_rdt_cache_way_bytes))",
+                    INSTANCE_LEGEND + " allocated", "B")],
             unit="bytes"),
         _panel(3, "Memory bandwidth per instance and the PMD COS",
                "timeseries", (12, 9, 12, 8), [
-                   _target(f"sum by (instance_name) "
-                           f"(rate({bw}{{{inst}}}{RATE}))",
-                           "{{instance_name}}"),
+                   _target(f"sum by ({key}) (rate({bw}{{{inst}}}{RATE}))",
+                           INSTANCE_LEGEND),
                    _target(f'sum by (host) (rate({bw}{{{HOST},kind="pmd"}}'
                            f'{RATE}))', "PMD COS {{host}}", "B")],
                unit="Bps"),
         _panel(4, "Free L3 ways per cache id", "timeseries", (0, 17, 12, 7), [
             _target(f"nova_rdt_cache_ways_free{{{HOST}}}",
-                    "{{host}} cache {{cache_id}} free"),
+                    "{{host}} cache {{cache_id}} {{type}} free"),
             _target(f"nova_rdt_cache_ways_largest_free_run{{{HOST}}}",
-                    "{{host}} cache {{cache_id}} largest run", "B")],
+                    "{{host}} cache {{cache_id}} {{type}} largest run",
+                    "B")],
             unit="short"),
         _panel(5, "CLOS per host", "timeseries", (12, 17, 12, 7), [
             _target(f"nova_rdt_clos_used{{{HOST}}}", "{{host}} used"),
@@ -85,49 +105,73 @@ def build() -> dict:
             unit="short"),
         _panel(6, "Noisy neighbours: top memory-bandwidth consumers",
                "bargauge", (0, 24, 12, 9), [
-                   _target(f"topk(5, sum by (kind, group, instance_name) "
+                   _target(f"topk(5, sum by (host, kind, group, "
+                           f"instance_uuid, instance_name, project_name) "
                            f"(rate({bw}{{{HOST},kind!=\"host\"}}{RATE})))",
-                           "{{kind}} {{instance_name}} {{group}}",
+                           "{{host}} {{kind}} {{instance_name}} "
+                           "[{{project_name}}] {{group}}",
                            instant=True)],
                unit="Bps",
                options={"orientation": "horizontal",
                         "reduceOptions": {"calcs": ["lastNotNull"]}}),
         _panel(7, "Protected instances: L3 occupancy", "timeseries",
                (12, 24, 12, 9), [
-                   _target(f'sum by (instance_name) (nova_rdt_llc_occupancy_'
+                   _target(f'sum by ({key}) (nova_rdt_llc_occupancy_'
                            f'bytes{{{HOST},kind="instance",'
                            f'instance_name=~"$protected"}})',
-                           "{{instance_name}}")],
+                           INSTANCE_LEGEND)],
                unit="bytes",
                description="A protected (forwarding) instance's occupancy "
                            "should hold steady while the neighbours on the "
                            "left pull bandwidth."),
+        _panel(16, "Degraded: what nova-rdt cannot repair", "state-timeline",
+               (0, 33, 12, 7), [
+                   _target(f"max by (host, reason) "
+                           f"(nova_rdt_degraded{{{HOST}}})",
+                           "{{host}} {{reason}}")],
+               description="1 while a reason holds (see the recovery "
+                           "page); alert NovaRdtDegraded fires after 5 "
+                           "minutes."),
+        _panel(17, "Exporter and controller up", "state-timeline",
+               (12, 33, 12, 7), [
+                   _target(f"up{{{JOBS},{HOST}}}",
+                           "{{job}} {{host}} ({{instance}})")],
+               description="Prometheus's up for each nova-rdt scrape "
+                           "target; alerts NovaRdtExporterDown and "
+                           "NovaRdtControllerDown fire after 5 minutes "
+                           "at 0."),
         _panel(8, "RDT features and exporter health", "table",
-               (0, 33, 24, 6), [
-                   _target("nova_rdt_feature_available", "{{feature}}",
-                           instant=True, format="table"),
+               (0, 40, 24, 6), [
+                   _target(f"nova_rdt_feature_available{{{HOST}}}",
+                           "{{host}} {{feature}}", instant=True,
+                           format="table"),
                    _target(f"rate(nova_rdt_scrape_errors_total{{{HOST}}}"
-                           f"{RATE})", "errors", "B", instant=True),
-                   _target(f"nova_rdt_rdt_available{{{HOST}}}",
-                           "available", "C", instant=True)]),
-    ] + controller_panels(y=39)
+                           f"{RATE})", "{{host}} errors", "B", instant=True),
+                   _target(f"nova_rdt_resctrl_available{{{HOST}}}",
+                           "{{host}} available {{reason}}", "C",
+                           instant=True)]),
+    ] + controller_panels(y=46)
+    inst_var = f'{HOST},kind="instance",project_name=~"$project"'
     return {
         "title": "nova-rdt: Intel RDT per host and instance",
-        "uid": "nova-rdt", "schemaVersion": 39, "version": 1,
+        "uid": "nova-rdt", "schemaVersion": 39, "version": 2,
         "editable": True, "tags": ["openstack", "nova", "rdt"],
         "time": {"from": "now-1h", "to": "now"}, "refresh": "30s",
         "templating": {"list": [
             {"name": "datasource", "label": "Prometheus", "type": "datasource",
              "query": "prometheus", "current": {}},
-            _var("host", "label_values(nova_rdt_rdt_available, host)",
+            _var("host", "label_values(nova_rdt_resctrl_available, host)",
                  "Host"),
             _var("cache_id", f"label_values(nova_rdt_cache_ways_total"
                              f"{{{HOST}}}, cache_id)", "Cache id"),
-            _var("instance", f'label_values(nova_rdt_llc_occupancy_bytes'
-                             f'{{{HOST},kind="instance"}}, instance_name)',
-                 "Instance"),
-            _var("protected", f'label_values(nova_rdt_llc_occupancy_bytes'
-                              f'{{{HOST},kind="instance"}}, instance_name)',
+            _var("project", f'label_values(nova_rdt_group_tasks'
+                            f'{{{HOST},kind="instance"}}, project_name)',
+                 "Project"),
+            _var("instance", f"label_values(nova_rdt_group_tasks"
+                             f"{{{inst_var}}}, instance_name)",
+                 "Instance (display name: every instance so named)"),
+            _var("protected", f"label_values(nova_rdt_group_tasks"
+                              f"{{{inst_var}}}, instance_name)",
                  "Protected instances"),
         ]},
         "panels": panels,
@@ -150,33 +194,35 @@ def controller_panels(y: int) -> list[dict]:
          "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}},
         _panel(10, "Best-effort class MB (static dashed)", "timeseries",
                (0, y + 1, 12, 8), [
-                   _target(f"{c}class_mb{{{HOST}}}", "{{class}}"),
+                   _target(f"{c}class_mb{{{HOST}}}", "{{host}} {{class}}"),
                    _target(f"{c}class_static_mb{{{HOST}}}",
-                           "{{class}} static", "B")],
+                           "{{host}} {{class}} static", "B")],
                description="MB the controller set for each class, and "
                            "the flavor/[rdt] classes value it returns to."),
         _panel(11, "Best-effort class L3 ways (static dashed)",
                "timeseries", (12, y + 1, 12, 8), [
-                   _target(f"{c}class_l3_ways{{{HOST}}}", "{{class}}"),
+                   _target(f"{c}class_l3_ways{{{HOST}}}",
+                           "{{host}} {{class}}"),
                    _target(f"{c}class_static_l3_ways{{{HOST}}}",
-                           "{{class}} static", "B")]),
+                           "{{host}} {{class}} static", "B")]),
         _panel(12, "Decisions per minute by reason", "timeseries",
                (0, y + 9, 12, 8), [
-                   _target(f"sum by (reason, outcome) (rate({c}decisions_"
-                           f"total{{{HOST}}}{RATE})) * 60",
-                           "{{reason}} {{outcome}}")]),
+                   _target(f"sum by (host, reason, outcome) "
+                           f"(rate({c}decisions_total{{{HOST}}}{RATE})) "
+                           f"* 60",
+                           "{{host}} {{reason}} {{outcome}}")]),
         _panel(13, "Bandwidth: best-effort classes and protected "
                    "instances", "timeseries", (12, y + 9, 12, 8), [
                    _target(f"{c}class_bandwidth_bytes{{{HOST}}}",
-                           "{{class}}"),
+                           "{{host}} {{class}}"),
                    _target(f"{c}protected_bandwidth_bytes{{{HOST}}}",
-                           "{{instance}} (protected)", "B")],
+                           "{{host}} {{instance}} (protected)", "B")],
                unit="Bps"),
         _panel(14, "SLO signal against its target", "timeseries",
                (0, y + 17, 24, 7), [
-                   _target(f"{c}slo_value{{{HOST}}}", "{{instance}}"),
+                   _target(f"{c}slo_value{{{HOST}}}", "{{host}} {{instance}}"),
                    _target(f"{c}slo_target{{{HOST}}}",
-                           "{{instance}} target", "B")]),
+                           "{{host}} {{instance}} target", "B")]),
     ]
 
 
