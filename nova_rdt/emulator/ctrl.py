@@ -44,7 +44,7 @@ def show_schemata(k: ResctrlKernel, g: Group, caller: int) -> str:
         if g.closid >= s.num_closid:
             continue
         vals = k.ctrl_val[(s.name, g.closid)]
-        doms = [_format_value(k, s, d, vals[d]) for d in k.domains]
+        doms = [_format_value(k, s, d, vals[d]) for d in k.domains_of(s)]
         lines.append(f"{s.name:>{k.name_width}}:" + ";".join(doms) + "\n")
     return "".join(lines)
 
@@ -72,7 +72,7 @@ def show_size(k: ResctrlKernel, g: Group, caller: int) -> str:
     for s in k.schemas:
         vals = k.ctrl_val.get((s.name, g.closid), {})
         doms = []
-        for d in k.domains:
+        for d in k.domains_of(s):
             if g.mode == LOCKSETUP:
                 size = 0
             elif s.cache:
@@ -85,8 +85,9 @@ def show_size(k: ResctrlKernel, g: Group, caller: int) -> str:
 
 
 def cbm_to_size(k: ResctrlKernel, s: Schema, cbm: int) -> int:
-    """rdtgroup_cbm_to_size(): cache size / cbm_len * bits set."""
-    return k.profile.l3.size // s.cbm_len * bin(cbm).count("1")
+    """rdtgroup_cbm_to_size(): the domain's cache size (its level's, from
+    cacheinfo) / cbm_len * bits set."""
+    return s.size // s.cbm_len * bin(cbm).count("1")
 
 
 def show_mode(k: ResctrlKernel, g: Group, caller: int) -> str:
@@ -134,8 +135,10 @@ def _parse_line(k: ResctrlKernel, s: Schema, line: str, g: Group,
         if not sep or dom_id is None:
             k.fail(errno.EINVAL, "Missing '=' or non-numeric domain\n")
         val = kparse.strim(val)
-        if dom_id not in k.domains:
-            raise KernelError(errno.EINVAL)      # no message
+        if dom_id not in k.domains_of(s):
+            # No domain of this resource has the id (an L3 id on an L2
+            # line, say): no message.
+            raise KernelError(errno.EINVAL)
         if s.cache:
             _parse_cbm(k, s, val, g, dom_id, staged)
         else:
@@ -185,7 +188,7 @@ def _parse_cbm(k: ResctrlKernel, s: Schema, val: str, g: Group, dom: int,
     """parse_cbm() and cbm_validate()."""
     if (s.name, dom) in staged:
         k.fail(errno.EINVAL, f"Duplicate domain {dom}\n")
-    if g.mode == LOCKSETUP and k.plr_of_domain(dom) is not None:
+    if g.mode == LOCKSETUP and k.locked_in_hierarchy(s, dom):
         k.fail(errno.EINVAL, "Pseudo-locked region in hierarchy\n")
     v = kparse.kstrtoul(val, 16)
     if v is None:
@@ -202,7 +205,7 @@ def _parse_cbm(k: ResctrlKernel, s: Schema, val: str, g: Group, dom: int,
     if zero - first < s.min_cbm_bits:
         k.fail(errno.EINVAL,
                f"Need at least {s.min_cbm_bits} bits in the mask\n")
-    if g.mode in (EXCLUSIVE, SHAREABLE) and k.plr_cbm(dom) & v:
+    if g.mode in (EXCLUSIVE, SHAREABLE) and k.plr_cbm(dom, s.level) & v:
         k.fail(errno.EINVAL, "CBM overlaps with pseudo-locked region\n")
     if cbm_overlaps(k, s, dom, v, g.closid, exclusive=True):
         k.fail(errno.EINVAL, "Overlaps with exclusive group\n")
@@ -290,7 +293,7 @@ def _test_exclusive(k: ResctrlKernel, g: Group) -> None:
     """rdtgroup_mode_test_exclusive()."""
     caches = [s for s in k.schemas if s.cache]
     for s in caches:
-        for d in k.domains:
+        for d in k.domains_of(s):
             own = k.ctrl_val[(s.name, g.closid)][d]
             if cbm_overlaps(k, s, d, own, g.closid, exclusive=False):
                 k.fail(errno.EINVAL, "Schemata overlaps\n")

@@ -133,11 +133,11 @@ def _init_alloc(k: ResctrlKernel, closid: int):
     for s in k.schemas:
         if not s.cache:
             v = U32_MAX if k.profile.mba_mbps else s.max_bw
-            init[s.name] = {d: v for d in k.domains}
+            init[s.name] = {d: v for d in k.domains_of(s)}
             continue
         full = (1 << s.cbm_len) - 1
         init[s.name] = {}
-        for d in k.domains:
+        for d in k.domains_of(s):
             new = used = s.shareable_bits
             for other in k.closids_used:
                 if other == closid:
@@ -151,7 +151,7 @@ def _init_alloc(k: ResctrlKernel, closid: int):
                 used |= v
                 if mode == SHAREABLE:
                     new |= v
-            used |= k.plr_cbm(d)
+            used |= k.plr_cbm(d, s.level)
             new |= ~used & full
             new = ensure_valid(new, s.cbm_len)
             if bin(new).count("1") < s.min_cbm_bits:

@@ -62,7 +62,7 @@ def bit_usage(k: ResctrlKernel, res: str) -> str:
     """
     s = k.schema(res)
     out = []
-    for d in k.domains:
+    for d in k.domains_of(s):
         sw_shareable = exclusive = 0
         for closid in sorted(k.closids_used):
             g = k.group_by_closid(closid)
@@ -71,7 +71,7 @@ def bit_usage(k: ResctrlKernel, res: str) -> str:
                 sw_shareable |= v
             elif g.mode == EXCLUSIVE:
                 exclusive |= v
-        locked = k.plr_cbm(d)
+        locked = k.plr_cbm(d, s.level)
         hw = s.shareable_bits
         chars = []
         for i in reversed(range(s.cbm_len)):

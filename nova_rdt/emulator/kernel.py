@@ -81,7 +81,9 @@ class ResctrlKernel:
         self.version = versions.resolve(kernel)
         self.clock = clock
         self.tasks = tasks or taskspace.HostTasks()
+        # L3 cache ids: the domains of L3, MB and monitoring.
         self.domains = list(range(profile.domains))
+        self.l2_domains = profile.l2_ids
         self.nr_cpu_ids = profile.num_cpus
         self.cpus_online = set(range(profile.num_cpus))
         self.schemas = self._make_schemas()
@@ -96,7 +98,7 @@ class ResctrlKernel:
         self.closids_used = {0}
         for s in self.schemas:
             self.ctrl_val[(s.name, 0)] = {d: self._default_ctrl(s)
-                                          for d in self.domains}
+                                          for d in self.domains_of(s)}
         mon = profile.monitor
         self.rmid_free = list(range(1, mon.num_rmids)) if mon else []
         self.rmid_limbo: list[tuple[float, int]] = []
@@ -117,21 +119,23 @@ class ResctrlKernel:
     # -- setup -----------------------------------------------------------
 
     def _make_schemas(self) -> list[Schema]:
-        p, l3 = self.profile, self.profile.l3
+        p = self.profile
 
-        def cache(name, peer=None, div=1):
-            return Schema(name=name, cache=True,
-                          num_closid=l3.num_closids // div,
-                          cbm_len=l3.cbm_len, min_cbm_bits=l3.min_cbm_bits,
-                          shareable_bits=l3.shareable_bits,
-                          sparse=l3.sparse_masks, peer=peer,
-                          data_width=(l3.cbm_len + 3) // 4)
-        made = []
-        if p.cdp:
-            made += [cache("L3CODE", "L3DATA", 2),
-                     cache("L3DATA", "L3CODE", 2)]
-        else:
-            made.append(cache("L3"))
+        def caches(c, name, cdp):
+            def one(sname, peer=None, div=1):
+                return Schema(name=sname, cache=True, level=c.level,
+                              size=c.size, num_closid=c.num_closids // div,
+                              cbm_len=c.cbm_len, min_cbm_bits=c.min_cbm_bits,
+                              shareable_bits=c.shareable_bits,
+                              sparse=c.sparse_masks, peer=peer,
+                              data_width=(c.cbm_len + 3) // 4)
+            if cdp:
+                return [one(name + "CODE", name + "DATA", 2),
+                        one(name + "DATA", name + "CODE", 2)]
+            return [one(name)]
+        made = caches(p.l3, "L3", p.cdp)
+        if p.l2 is not None:
+            made += caches(p.l2, "L2", p.cdp_l2)
         for bw in p.bandwidth:
             made.append(Schema(
                 name=bw.name, cache=False, num_closid=bw.num_closids,
@@ -139,10 +143,22 @@ class ResctrlKernel:
                 bw_gran=bw.bandwidth_gran, delay_linear=bw.delay_linear,
                 throttle_mode=bw.thread_throttle_mode,
                 data_width=bw.data_width))
-        # schemata_list_add() walks L3, L2, MB, SMBA with list_add(), so
-        # the kernel shows them in reverse: MB first, L3DATA before L3CODE.
+        # schemata_list_create() walks L3, L2, MB, SMBA and
+        # schemata_list_add() uses list_add(), so the kernel shows them in
+        # reverse: MB first, then L2, then L3; L3DATA before L3CODE.
         made.reverse()
         return made
+
+    def domains_of(self, s: Schema) -> list[int]:
+        """r->ctrl_domains, by id: one per L2 cache id for the L2 family,
+        one per L3 cache id for L3 and MB."""
+        return self.l2_domains if s.cache and s.level == 2 else self.domains
+
+    def cpus_of(self, s: Schema, dom: int) -> list[int]:
+        """d->hdr.cpu_mask."""
+        if s.cache and s.level == 2:
+            return self.profile.cpus_of_l2(dom)
+        return self.profile.cpus_of_domain(dom)
 
     def _default_ctrl(self, s: Schema) -> int:
         if s.cache:
@@ -165,10 +181,14 @@ class ResctrlKernel:
 
     @property
     def name_width(self) -> int:
-        """max_name_width: +4 for a CDP-capable L3 mounted without CDP."""
+        """max_name_width: +4 for a CDP-capable cache mounted without
+        CDP."""
+        p = self.profile
         w = max(len(s.name) for s in self.schemas)
-        if self.profile.l3.cdp_capable and not self.profile.cdp:
+        if p.l3.cdp_capable and not p.cdp:
             w = max(w, len("L3") + 4)
+        if p.l2 is not None and p.l2.cdp_capable and not p.cdp_l2:
+            w = max(w, len("L2") + 4)
         return w
 
     @property
@@ -195,16 +215,29 @@ class ResctrlKernel:
         return next(g for g in self.groups.values()
                     if g.closid == closid and g.mode != LOCKED)
 
-    def plr_of_domain(self, dom: int):
-        """d->plr: the pseudo-locked region on a cache domain, if any."""
+    def plr_of_domain(self, dom: int, level: int = 3):
+        """d->plr: the pseudo-locked region on the cache domain ``dom`` of
+        ``level`` (L3 domain 0 and L2 domain 0 are different caches)."""
         for g in self.groups.values():
-            if g.mode == LOCKED and g.plr.domain == dom:
+            if g.mode == LOCKED and g.plr.domain == dom and \
+                    self.schema(g.plr.schema).level == level:
                 return g.plr
         return None
 
-    def plr_cbm(self, dom: int) -> int:
-        plr = self.plr_of_domain(dom)
+    def plr_cbm(self, dom: int, level: int = 3) -> int:
+        plr = self.plr_of_domain(dom, level)
         return plr.cbm if plr else 0
+
+    def locked_in_hierarchy(self, s: Schema, dom: int) -> bool:
+        """rdtgroup_pseudo_locked_in_hierarchy(): a region on any cache
+        sharing a CPU with this domain (an L3 holds its cores' L2s)."""
+        cpus = set(self.cpus_of(s, dom))
+        for g in self.groups.values():
+            if g.mode == LOCKED:
+                locked = self.schema(g.plr.schema)
+                if cpus & set(self.cpus_of(locked, g.plr.domain)):
+                    return True
+        return False
 
     def rmid_groups(self):
         yield self.root

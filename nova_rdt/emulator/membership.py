@@ -112,7 +112,7 @@ def show_cpus_list(k: ResctrlKernel, g: Group, caller: int) -> str:
 def _shown_cpus(k: ResctrlKernel, g: Group) -> set[int]:
     """A pseudo-locked group shows its cache domain's CPUs."""
     if g.mode == LOCKED:
-        return set(k.profile.cpus_of_domain(g.plr.domain))
+        return set(k.cpus_of(k.schema(g.plr.schema), g.plr.domain))
     return g.cpus
 
 

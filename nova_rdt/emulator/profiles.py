@@ -59,10 +59,37 @@ class Profile:
     # get_prefetch_disable_bits() knows the part: cache pseudo-locking
     # works (Broadwell-X and the Goldmont Atoms only).
     pseudo_locking: bool = False
+    # L2 CAT: one resctrl domain per L2 cache id, each shared by
+    # ``cpus_per_l2`` CPUs (the two threads of a core, or the cores of an
+    # Atom module).
+    l2: CacheProfile | None = None
+    cpus_per_l2: int = 2
+    cdp_l2: bool = False          # mounted with -o cdpl2
 
     @property
     def num_cpus(self) -> int:
         return self.domains * self.cpus_per_domain
+
+    @property
+    def l2_ids(self) -> list[int]:
+        """The L2 cache ids, one per core (or module); none without L2
+        CAT."""
+        if self.l2 is None:
+            return []
+        return list(range(self.num_cpus // self.cpus_per_l2))
+
+    def l2_of_cpu(self, cpu: int) -> int:
+        """L2 cache id of ``cpu``.
+
+        Linux numbers the first thread of every core before any second
+        thread, so the siblings of a core are CPU *n* and *n* + cores:
+        CPU ``c`` is on core ``c % cores``.  With ids a multiple of the
+        L3 domains, every L2 lies inside the L3 of :meth:`domain_of_cpu`.
+        """
+        return cpu % len(self.l2_ids)
+
+    def cpus_of_l2(self, l2: int) -> list[int]:
+        return [c for c in range(self.num_cpus) if self.l2_of_cpu(c) == l2]
 
     def domain_of_cpu(self, cpu: int) -> int:
         """Cache id of ``cpu``.
@@ -83,6 +110,14 @@ _GOLD_6252_L3 = CacheProfile(level=3, size=36608 * KiB, cbm_len=11,
 _GOLD_6252_MB = BandwidthProfile(name="MB", num_closids=8, bandwidth_gran=10,
                                  min_bandwidth=10, max_bandwidth=100)
 _CASCADE_LAKE_MON = MonitorProfile(num_rmids=176)
+# Intel's RDT table (intel-cmt-cat README, 2021): L3 CAT with 4 CLOS, L2
+# CAT and L2 CDP with 8 CLOS per L2, no L3 CDP, no CMT, MBM or MBA.  The
+# Willow Cove core has a 1280 KiB 20-way L2; the L3 is 3 MiB 12-way
+# slices, 8 of them (24 MiB) on this 8-core, 16-thread part.
+_W_11865MRE_L3 = CacheProfile(level=3, size=24 * MiB, cbm_len=12,
+                              num_closids=4)
+_W_11865MRE_L2 = CacheProfile(level=2, size=1280 * KiB, cbm_len=20,
+                              num_closids=8, cdp_capable=True)
 
 PROFILES = {p.name: p for p in (
     Profile(
@@ -127,6 +162,22 @@ PROFILES = {p.name: p for p in (
             max_bandwidth=2048, delay_linear=False,
             thread_throttle_mode=None, data_width=4),),
         monitor=MonitorProfile(num_rmids=256)),
+    Profile(
+        name="xeon-w-11865mre",
+        description="1-socket Xeon W-11865MRE (Tiger Lake-H, edge): 24 MiB "
+                    "L3, 12 ways, 4 CLOS; L2 CAT on 8 cores' 1.25 MiB, "
+                    "20 ways, 8 CLOS; no MBA, no CMT",
+        # 8 L2 cache ids, one per core, each shared by its two threads.
+        domains=1, cpus_per_domain=16,
+        l3=_W_11865MRE_L3, l2=_W_11865MRE_L2,
+        cpus_per_l2=2),
+    Profile(
+        name="xeon-w-11865mre-cdpl2",
+        description="Xeon W-11865MRE mounted with -o cdpl2: L2CODE/L2DATA, "
+                    "4 L2 CLOS",
+        domains=1, cpus_per_domain=16,
+        l3=_W_11865MRE_L3, l2=_W_11865MRE_L2,
+        cpus_per_l2=2, cdp_l2=True),
     Profile(
         name="gold-6252-cdp",
         description="Xeon Gold 6252 mounted with -o cdp: L3CODE/L3DATA, "

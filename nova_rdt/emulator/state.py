@@ -27,9 +27,11 @@ class KernelError(Exception):
 
 @dataclasses.dataclass
 class Schema:
-    name: str                   # "L3", "L3CODE", "L3DATA", "MB"
+    name: str                   # "L3", "L3CODE", "L3DATA", "L2", ..., "MB"
     cache: bool
     num_closid: int
+    level: int = 3              # the cache level whose ids are its domains
+    size: int = 0               # bytes per cache domain
     cbm_len: int = 0
     min_cbm_bits: int = 0
     shareable_bits: int = 0

@@ -1,4 +1,5 @@
-"""The profile's L3 cache topology, as sysfs ``cpu*/cache/index3`` files.
+"""The profile's cache topology, as sysfs ``cpu*/cache/index3`` files
+(and ``index2`` for a profile with L2 CAT).
 
 libvirt and the library take cache ids and sizes from sysfs, not from
 resctrl, so an emulated host must show both.  Two forms:
@@ -18,6 +19,7 @@ import glob
 import os
 import subprocess
 
+from nova_rdt.emulator.profiles import CacheProfile
 from nova_rdt.emulator.profiles import Profile
 from nova_rdt.resctrl.capabilities import format_cpu_list
 
@@ -33,31 +35,50 @@ def _cpumap(cpus, nbits: int) -> str:
 
 def index3_files(profile: Profile, domain: int, cpus: list[int],
                  nbits: int) -> dict[str, str]:
-    l3 = profile.l3
+    return _cache_files(profile.l3, domain, cpus, nbits)
+
+
+def index2_files(profile: Profile, l2: int, cpus: list[int],
+                 nbits: int) -> dict[str, str]:
+    """The L2 of a profile with L2 CAT (Unified, as on every part that
+    has it)."""
+    assert profile.l2 is not None
+    return _cache_files(profile.l2, l2, cpus, nbits)
+
+
+def _cache_files(cache: CacheProfile, cache_id: int, cpus: list[int],
+                 nbits: int) -> dict[str, str]:
     return {
-        "id": f"{domain}\n",
-        "level": "3\n",
+        "id": f"{cache_id}\n",
+        "level": f"{cache.level}\n",
         "type": "Unified\n",
-        "size": f"{l3.size // 1024}K\n",
-        "ways_of_associativity": f"{l3.cbm_len}\n",
+        "size": f"{cache.size // 1024}K\n",
+        "ways_of_associativity": f"{cache.cbm_len}\n",
         "shared_cpu_list": format_cpu_list(cpus) + "\n",
         "shared_cpu_map": _cpumap(cpus, nbits) + "\n",
     }
 
 
 def write_tree(profile: Profile, root: str) -> str:
-    """Write ``<root>/cpuN/cache/index3/*`` for every profile CPU."""
-    for cpu in range(profile.num_cpus):
+    """Write ``<root>/cpuN/cache/index3/*`` (and ``index2`` with L2 CAT)
+    for every profile CPU."""
+    n = profile.num_cpus
+    for cpu in range(n):
         dom = profile.domain_of_cpu(cpu)
-        d = os.path.join(root, f"cpu{cpu}", "cache", "index3")
-        os.makedirs(d, exist_ok=True)
-        files = index3_files(profile, dom, profile.cpus_of_domain(dom),
-                             profile.num_cpus)
-        for name, text in files.items():
-            with open(os.path.join(d, name), "w") as f:
-                f.write(text)
+        indexes = {"index3": index3_files(profile, dom,
+                                          profile.cpus_of_domain(dom), n)}
+        if profile.l2 is not None:
+            l2 = profile.l2_of_cpu(cpu)
+            indexes["index2"] = index2_files(profile, l2,
+                                             profile.cpus_of_l2(l2), n)
+        for index, files in indexes.items():
+            d = os.path.join(root, f"cpu{cpu}", "cache", index)
+            os.makedirs(d, exist_ok=True)
+            for name, text in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
     with open(os.path.join(root, "online"), "w") as f:
-        f.write(f"0-{profile.num_cpus - 1}\n")
+        f.write(f"0-{n - 1}\n")
     return root
 
 
@@ -68,32 +89,42 @@ def host_cpus(sysfs_cpu: str = SYSFS_CPU) -> list[int]:
 
 def bind_over_host(profile: Profile, staging: str,
                    sysfs_cpu: str = SYSFS_CPU) -> list[str]:
-    """Bind the profile's index3 values over the host's files.
+    """Bind the profile's index3 (and index2) values over the host's files.
 
     Only call this in a private mount namespace: outside one it would
     change what every process on the host sees.  Returns the bound paths.
+    Host CPU *n* is on L3 ``n % domains`` and, with L2 CAT, on L2
+    ``n % L2 ids``.
     """
     cpus = host_cpus(sysfs_cpu)
     by_domain: dict[int, list[int]] = {}
+    by_l2: dict[int, list[int]] = {}
+    n_l2 = len(profile.l2_ids) or 1
     for cpu in cpus:
         by_domain.setdefault(cpu % profile.domains, []).append(cpu)
+        by_l2.setdefault(cpu % n_l2, []).append(cpu)
     nbits = (max(cpus) + 1) if cpus else 1
     bound = []
     for cpu in cpus:
-        target_dir = os.path.join(sysfs_cpu, f"cpu{cpu}", "cache", "index3")
-        if not os.path.isdir(target_dir):
-            continue  # sysfs files cannot be created, only covered
-        dom = cpu % profile.domains
         src_dir = os.path.join(staging, f"cpu{cpu}")
         os.makedirs(src_dir, exist_ok=True)
-        for name, text in index3_files(profile, dom, by_domain[dom],
-                                       nbits).items():
-            target = os.path.join(target_dir, name)
-            if not os.path.exists(target):
-                continue
-            src = os.path.join(src_dir, name)
-            with open(src, "w") as f:
-                f.write(text)
-            subprocess.run(["mount", "--bind", src, target], check=True)
-            bound.append(target)
+        files = {"index3": index3_files(profile, cpu % profile.domains,
+                                        by_domain[cpu % profile.domains],
+                                        nbits)}
+        if profile.l2 is not None:
+            files["index2"] = index2_files(profile, cpu % n_l2,
+                                           by_l2[cpu % n_l2], nbits)
+        for index, values in files.items():
+            target_dir = os.path.join(sysfs_cpu, f"cpu{cpu}", "cache", index)
+            if not os.path.isdir(target_dir):
+                continue  # sysfs files cannot be created, only covered
+            for name, text in values.items():
+                target = os.path.join(target_dir, name)
+                if not os.path.exists(target):
+                    continue
+                src = os.path.join(src_dir, f"{index}-{name}")
+                with open(src, "w") as f:
+                    f.write(text)
+                subprocess.run(["mount", "--bind", src, target], check=True)
+                bound.append(target)
     return bound

@@ -35,7 +35,18 @@ def test_discovery_matches_every_profile(tmp_path, name, kernel):
     root, cpu = snapshot(tmp_path, k)
     caps = capabilities.discover(root, cpu)
     l3_names = ["L3CODE", "L3DATA"] if p.cdp else ["L3"]
-    assert sorted(caps.cache) == l3_names
+    l2_names = [] if p.l2 is None else (
+        ["L2CODE", "L2DATA"] if p.cdp_l2 else ["L2"])
+    assert sorted(caps.cache) == sorted(l3_names + l2_names)
+    for n in l2_names:
+        r = caps.cache[n]
+        assert r.level == 2 and r.cbm_len == p.l2.cbm_len
+        assert r.num_closids == p.l2.num_closids // (2 if p.cdp_l2 else 1)
+        assert sorted(r.domains) == p.l2_ids
+        for d in r.domains.values():
+            assert d.size == p.l2.size
+            assert list(d.cpus) == p.cpus_of_l2(d.id)
+    assert caps.l2_cdp == p.cdp_l2
     for n in l3_names:
         r = caps.cache[n]
         assert r.cbm_len == p.l3.cbm_len
