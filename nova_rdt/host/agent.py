@@ -46,6 +46,11 @@ class IsolationError(RuntimeError):
     """Isolation could not be applied to a domain."""
 
 
+def _l3(caps: caps_mod.Capabilities) -> dict[str, caps_mod.CacheResource]:
+    """The L3 resources (L3, or L3CODE and L3DATA): what classes hold."""
+    return {n: r for n, r in caps.cache.items() if r.level == 3}
+
+
 @dataclasses.dataclass
 class ReconcileReport:
     removed_groups: list[str] = dataclasses.field(default_factory=list)
@@ -301,9 +306,9 @@ class Agent:
         caps = self.fs.capabilities()
         current = g.schemata()
         want = {name: max(cls.l3_ways, res.min_cbm_bits)
-                for name, res in caps.cache.items()}
+                for name, res in _l3(caps).items()}
         if all(bin(mask).count("1") <= want[name]
-               for name in caps.cache
+               for name in want
                for mask in current.domains(name).values()):
             return
         schemata = self._class_schemata(cls, skip=g.name)
@@ -314,7 +319,12 @@ class Agent:
 
     def _class_schemata(self, cls: rdtclass.RdtClass,
                         skip: str | None = None) -> Schemata:
-        """``cls.l3_ways`` free ways on every cache id, libvirt's way."""
+        """``cls.l3_ways`` free ways on every L3 cache id, libvirt's way.
+
+        Only L3 lines: a class is defined in L3 ways.  Its L2 (on hosts
+        with L2 CAT) stays what the kernel gives a new group, the
+        shareable and unused ways (rdtgroup_init_alloc()): every way, as
+        the root keeps all of L2, so no L2 way is ever looked for."""
         caps = self.fs.capabilities()
         used: dict[tuple[str, int], int] = {}
         for g in self.fs.groups(with_mon=False):
@@ -325,7 +335,7 @@ class Agent:
                 for cid, mask in s.domains(res).items():
                     used[res, cid] = used.get((res, cid), 0) | mask
         lines: dict[str, dict[int, int]] = {}
-        for res_name, res in caps.cache.items():
+        for res_name, res in _l3(caps).items():
             lines[res_name] = {}
             for cid in sorted(res.domains):
                 free = cbm.full_mask(res.cbm_len) & ~used.get((res_name, cid),

@@ -16,7 +16,7 @@ from nova_rdt.resctrl import cbm
 from tests.kernel_fixtures import KERNELS
 from tests.kernel_fixtures import make_kernel
 
-PROFILES = ["gold-6252", "e5-2658-v3", "amd-epyc"]
+PROFILES = ["gold-6252", "e5-2658-v3", "amd-epyc", "xeon-w-11865mre"]
 
 
 @settings(max_examples=300)
