@@ -49,7 +49,8 @@ def _tree(tmp: str) -> tuple[str, str]:
 def _start(root: str, cpu: str, timeout: float, tmp: str):
     proc = subprocess.Popen(
         [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
-         "--port", "0", "--listen", "127.0.0.1", "--resctrl-root", root,
+         "--no-config-files", "--port", "0", "--listen", "127.0.0.1",
+         "--resctrl-root", root,
          "--sysfs-cpu-root", cpu, "--state-path", os.path.join(tmp, "st"),
          "--notify-interval", "0", "--client-timeout", str(timeout)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -1,32 +1,60 @@
 """What several ``nova-rdt`` commands share: the argument parser that
 answers bad flags in one line, option types that name what they allow,
-and the one way the ``[rdt]`` configuration is loaded and checked.
+the exit codes, the one way Nova's configuration files are found, read
+and checked, and what libraries may print.
 
 Every error a user can cause is a :class:`CliError` (or another
 ``ValueError``) with a message naming the file, section, option or flag
 and what is allowed; ``nova_rdt.cmd.main`` prints it as one line and exits
-2.  Unknown keys in ``[rdt]`` and ``[rdt_exporter]`` are refused, not
-ignored: those sections are nova-rdt's alone, so an unknown key there is a
-typo whose option silently keeps its default.
+2 (:data:`EXIT_USAGE`).  What the host could not do exits 1
+(:data:`EXIT_FAILURE`).  Unknown keys in ``[rdt]`` and ``[rdt_exporter]``
+are refused, not ignored: those sections are nova-rdt's alone, so an
+unknown key there is a typo whose option silently keeps its default.
+
+A command that reads Nova's configuration reads what nova-compute reads
+by default (``/etc/nova/nova.conf``, then ``/etc/nova/nova.conf.d/*.conf``)
+and says which files it read; a file that is not there is an error, never
+a silent fall back to built-in defaults.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
+import logging
 import math
 import os
 import shutil
 import sys
+import warnings
 
 from nova_rdt.resctrl import capabilities as caps_mod
 
 PROG = "nova-rdt"
+
+# The exit codes of every command (``status upgrade check`` has
+# oslo.upgradecheck's own: 0, 1, 2 and 255).
+EXIT_OK = 0
+EXIT_FAILURE = 1        # the command ran and the host could not do it
+EXIT_USAGE = 2          # a bad flag, option value or configuration file
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+# What nova-compute reads when it is given no --config-file: oslo.config
+# finds nova.conf and the nova.conf.d beside it.
+DEFAULT_NOVA_CONF = "/etc/nova/nova.conf"
+DEFAULT_NOVA_CONF_DIR = "/etc/nova/nova.conf.d"
 # The sections nova-rdt owns in nova.conf or nova-rdt.conf.
 OWN_SECTIONS = ("rdt", "rdt_exporter", "rdt_controller")
 
 
 class CliError(ValueError):
-    """Bad input to a command; the message is the whole answer."""
+    """Bad input to a command; the message is the whole answer (exit 2)."""
+
+
+class Failure(RuntimeError):
+    """What the host could not do; the message is the whole answer
+    (exit 1)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -98,21 +126,62 @@ def add_root_args(p: argparse.ArgumentParser) -> None:
              "$NOVA_RDT_SYSFS_CPU or %(default)s)")
 
 
+def add_config_args(p: argparse.ArgumentParser, sections: str = "[rdt]"
+                    ) -> argparse._MutuallyExclusiveGroup:
+    """--config-file, --config-dir and --no-config-files: where Nova's
+    configuration is, as nova-compute is told (oslo.config's flags)."""
+    g = p.add_argument_group(
+        "configuration",
+        f"Which files hold {sections}.  Without any of these flags: "
+        f"{DEFAULT_NOVA_CONF}, then {DEFAULT_NOVA_CONF_DIR}/*.conf in "
+        "name order, as nova-compute reads them; the files read are "
+        "named on stderr (or in --json's config_files).")
+    ex = g.add_mutually_exclusive_group()
+    ex.add_argument("--config-file", action="append", type=path,
+                    metavar="FILE",
+                    help=f"a nova.conf (or nova-rdt.conf) with {sections}; "
+                         "repeatable, later files win (default: "
+                         f"{DEFAULT_NOVA_CONF})")
+    g.add_argument("--config-dir", action="append", type=path,
+                   metavar="DIR",
+                   help="read every *.conf in DIR, in name order, after "
+                        "the --config-file files; repeatable (default: "
+                        f"{DEFAULT_NOVA_CONF_DIR} when no --config-file "
+                        "is given and it exists)")
+    ex.add_argument("--no-config-files", action="store_true",
+                    help="read no configuration file: nova-rdt's defaults "
+                         "and the flags given here only (labs, tests)")
+    return ex
+
+
 def add_settings_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config-file", action="append", type=path,
-                   help="nova-rdt.conf (or nova.conf) with the [rdt] "
-                        "options; repeatable")
-    p.add_argument("--settings", type=path,
-                   help="a hook settings JSON (as written by "
-                        "'nova-rdt hook install') instead of --config-file")
+    ex = add_config_args(p)
+    ex.add_argument("--settings", type=path,
+                    help="a hook settings JSON (as written by 'nova-rdt "
+                         "hook install') instead of Nova's configuration")
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str = "the result"
+                 ) -> None:
+    p.add_argument("--json", action="store_true",
+                   help=f"{what} as one JSON document on stdout, for "
+                        "scripts (with the configuration files read, as "
+                        "config_files)")
+
+
+def add_log_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-file", type=path, metavar="FILE",
+                   help="append the libraries' log records and Python "
+                        "warnings here, with nova-rdt's own, at debug "
+                        "level (default: only nova-rdt's warnings, on "
+                        "stderr)")
 
 
 def add_service_args(p: argparse.ArgumentParser, sections: str,
                      state_path_use: str) -> None:
     """The flags a long-running service shares: where its configuration
     is, and the paths that override it (unset: the configuration's)."""
-    p.add_argument("--config-file", action="append", type=path,
-                   help=f"nova-rdt.conf with {sections}; repeatable")
+    add_config_args(p, sections)
     p.add_argument("--resctrl-root", type=path,
                    default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
                    help="resctrl mount point (default: [rdt] "
@@ -128,12 +197,61 @@ def add_service_args(p: argparse.ArgumentParser, sections: str,
 
 # -- configuration -------------------------------------------------------
 
+def config_files(args) -> list[str]:
+    """The files a command reads, in the order oslo.config reads them:
+    each --config-file, then each --config-dir's ``*.conf`` in name
+    order.  With none of the flags, Nova's own default: nova.conf must
+    exist (a command never runs on built-in defaults by accident), its
+    nova.conf.d is read when there is one.  ``--no-config-files``: none.
+    """
+    files = list(getattr(args, "config_file", None) or ())
+    dirs = list(getattr(args, "config_dir", None) or ())
+    if getattr(args, "no_config_files", False):
+        if dirs:
+            raise CliError("give --no-config-files or --config-dir, not "
+                           "both")
+        return []
+    if not files and not dirs:
+        if not os.path.isfile(DEFAULT_NOVA_CONF):
+            raise CliError(
+                f"{DEFAULT_NOVA_CONF}: no such file (read when no "
+                "--config-file is given); pass --config-file with the "
+                "nova.conf that holds [rdt]")
+        files = [DEFAULT_NOVA_CONF]
+        if os.path.isdir(DEFAULT_NOVA_CONF_DIR):
+            dirs = [DEFAULT_NOVA_CONF_DIR]
+    for f in files:
+        if not os.path.isfile(f):
+            raise CliError(f"--config-file {f}: no such file")
+    out = list(files)
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise CliError(f"--config-dir {d}: no such directory")
+        out += sorted(p for p in glob.glob(os.path.join(glob.escape(d),
+                                                        "*.conf"))
+                      if os.path.isfile(p))
+    return out
+
+
+def read_text(files: list[str]) -> str:
+    return ", ".join(files) if files else "no file (defaults and flags)"
+
+
+def say_read(files: list[str], what: str = "configuration") -> None:
+    """One line on stderr naming what a command read (stdout stays the
+    command's answer)."""
+    print(f"{PROG}: {what} read from {read_text(files)}", file=sys.stderr)
+
+
 def load_conf(config_files: list[str] | None, log_file: bool = False):
     """oslo.config with nova-rdt's options, read and checked in full.
 
-    Every ``[rdt]`` and ``[rdt_exporter]`` value is read here, so that a
-    bad one is reported now, naming its file and line, and not as a
-    traceback wherever it is first used.
+    Exactly ``config_files`` are read: oslo.config's own search
+    (``~/.nova-rdt``, ``/etc/nova-rdt``...) is turned off, so nothing is
+    read that :func:`config_files` did not name.  Every ``[rdt]`` and
+    ``[rdt_exporter]`` value is read here, so that a bad one is reported
+    now, naming its file and line, and not as a traceback wherever it is
+    first used.
     """
     from oslo_config import cfg
 
@@ -147,8 +265,9 @@ def load_conf(config_files: list[str] | None, log_file: bool = False):
         if not os.path.isfile(path):
             raise CliError(f"--config-file {path}: no such file")
     try:
-        conf([], project="nova-rdt", default_config_files=config_files
-             or None, validate_default_values=True)
+        conf([], project="nova-rdt",
+             default_config_files=list(config_files or ()),
+             default_config_dirs=[], validate_default_values=True)
     except cfg.ConfigFileParseError as e:
         raise CliError(f"{e.config_file}: not a valid ini file: "
                        f"{e.msg}") from None
@@ -209,22 +328,100 @@ def _ini_keys(paths) -> dict[tuple[str, str], tuple[str, int, str]]:
 
 
 def settings(args):
-    """Hook settings from --settings (JSON) or --config-file (oslo),
-    validated (HookSettings checks every field when it is made)."""
+    """Hook settings from --settings (JSON) or Nova's configuration
+    (oslo), validated (HookSettings checks every field when it is made).
+    The files read are left in ``args.read_files``."""
     from nova_rdt.host.settings import HookSettings
 
     if getattr(args, "settings", None):
-        if args.config_file:
-            raise CliError("give --settings or --config-file, not both")
+        if getattr(args, "config_dir", None):
+            raise CliError("give --settings or --config-dir, not both")
+        args.read_files = [args.settings]
         return HookSettings.load(args.settings)
-    conf = load_conf(args.config_file, log_file=True)
+    files = config_files(args)
+    args.read_files = files
+    conf = load_conf(files, log_file=True)
     try:
         return HookSettings.from_conf(conf)
     except ValueError as e:
-        where = ", ".join(conf.config_file or ()) or "(defaults)"
+        where = ", ".join(files) or "(defaults)"
         raise CliError(f"{where}: {e}") from None
 
 
-def fail(message: str, code: int = 2) -> int:
+def report(args, doc: dict, text: str) -> None:
+    """A command's answer: ``doc`` as JSON with --json (naming the files
+    read), else ``text``, with the files read named on stderr."""
+    import json
+
+    read = getattr(args, "read_files", None)
+    if getattr(args, "json", False):
+        if read is not None:
+            doc = {**doc, "config_files": read}
+        json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    if read is not None:
+        say_read(read)
+    if text:
+        print(text)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> int:
     print(f"{PROG}: {message}", file=sys.stderr)
     return code
+
+
+class _OwnWarnings(logging.Formatter):
+    def format(self, record):
+        return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _warning_to_log(message, category, filename, lineno, file=None,
+                    line=None):
+    logging.getLogger("py.warnings").warning(
+        "%s", warnings.formatwarning(message, category, filename, lineno,
+                                     line).rstrip())
+
+
+@contextlib.contextmanager
+def library_output(log_file: str | None):
+    """What a one-shot command lets through to the terminal: its answer,
+    its errors and nova-rdt's own warnings, one line each.  Libraries'
+    log records (ovsdbapp's connection attempts...) and Python warnings
+    (eventlet's deprecation, when ovs imports it) go to ``log_file``, or
+    nowhere.
+
+    Python's last-resort handler would print any library's warning bare
+    on stderr; logging that is already configured (an embedding process,
+    a test runner) is left as it is.  Undone on exit.
+    """
+    root = logging.getLogger()
+    own = logging.getLogger("nova_rdt")
+    added: list[tuple[logging.Logger, logging.Handler]] = []
+    level = root.level
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_to_log
+        if not root.handlers:
+            if log_file:
+                fh = logging.FileHandler(log_file)
+                fh.setFormatter(logging.Formatter(
+                    "%(asctime)s %(process)d %(levelname)s %(name)s "
+                    "%(message)s"))
+                added.append((root, fh))
+                root.setLevel(logging.DEBUG)
+            else:
+                added.append((root, logging.NullHandler()))
+                root.setLevel(logging.WARNING)
+            sh = logging.StreamHandler(sys.stderr)
+            sh.setLevel(logging.WARNING)
+            sh.setFormatter(_OwnWarnings())
+            added.append((own, sh))
+            for logger, handler in added:
+                logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            for logger, handler in added:
+                logger.removeHandler(handler)
+                handler.close()
+            root.setLevel(level)

@@ -47,14 +47,25 @@ def register(sub) -> None:
                    help="do not run: put every class the state file lists "
                         "back to its static values if its controller is "
                         "not running, print them, exit")
-    p.set_defaults(func=controller)
+    p.set_defaults(func=controller, exit_codes=EXIT_CODES)
+
+
+EXIT_CODES = {
+    0: "stopped by SIGTERM, SIGINT or SIGHUP with every class restored, "
+       "or --restore done",
+    1: "it could not listen on its /metrics address and port",
+    2: "usage: a bad flag, a missing or invalid configuration file, an "
+       "[rdt_controller] option, or an unreadable --restore state file",
+}
 
 
 def load(args):
 
     from nova_rdt.conf import controller as conf_ctl
 
-    conf = common.load_conf(args.config_file)
+    files = common.config_files(args)
+    conf = common.load_conf(files)
+    args.read_files = files
     conf_ctl.register_opts(conf)
     _check_section(conf, conf_ctl.controller_opts)
     return conf
@@ -194,8 +205,8 @@ def run(args, conf, fs, state_path, state_file) -> int:
         try:
             httpd = metrics_mod.serve(metrics, address, port, web)
         except OSError as err:
-            raise common.CliError(f"cannot listen on {address}:{port}: "
-                                  f"{err.strerror or err}") from None
+            raise common.Failure(f"cannot listen on {address}:{port}: "
+                                 f"{err.strerror or err}") from None
     if httpd is None:
         where = "no /metrics"
     else:
@@ -204,7 +215,9 @@ def run(args, conf, fs, state_path, state_file) -> int:
         where = f"metrics at {scheme}://{addr}:{bound}/metrics"
     print(f"nova-rdt controller: policy {name}, period {period:g}s"
           f"{', dry run' if dry else ''}, {fs.root}, state {state_file}, "
-          f"{where}", flush=True)
+          f"{where}; configuration read from "
+          f"{common.read_text(getattr(args, 'read_files', []))}",
+          flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *a: stop.set())

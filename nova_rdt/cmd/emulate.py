@@ -17,7 +17,9 @@ def register(sub) -> None:
         description="Mount an emulated resctrl filesystem for a host "
                     "profile.  With a command after '--', run it with the "
                     "emulator mounted and unmount afterwards.")
-    emu.add_argument("--profile", default="gold-6252")
+    emu.add_argument("--profile", default="gold-6252",
+                     help="the emulated CPU (default: %(default)s; "
+                          "--list-profiles lists them)")
     emu.add_argument("--kernel", metavar="VERSION",
                      help="kernel release to behave as, X.Y (default: the "
                           "running kernel's when the emulator models it)")
@@ -27,9 +29,24 @@ def register(sub) -> None:
                      help="run the command in a private mount namespace "
                           "with the emulator at /sys/fs/resctrl and the "
                           "profile's cache topology in sysfs")
-    emu.add_argument("--list-profiles", action="store_true")
-    emu.add_argument("command", nargs=argparse.REMAINDER)
-    emu.set_defaults(func=emulate)
+    emu.add_argument("--list-profiles", action="store_true",
+                     help="list the profiles and exit")
+    common.add_json_arg(emu, "--list-profiles's list")
+    common.add_log_arg(emu)
+    emu.add_argument("command", nargs=argparse.REMAINDER,
+                     help="after '--': a command to run with the emulator "
+                          "mounted (its environment names the mount); "
+                          "the emulator is unmounted when it ends")
+    emu.set_defaults(func=emulate, exit_codes=EXIT_CODES)
+
+
+EXIT_CODES = {
+    0: "the profiles were listed, or the emulator was mounted and "
+       "unmounted (Ctrl-C or SIGTERM)",
+    1: "the emulator could not be mounted (FUSE, the mount point)",
+    2: "usage: a bad flag, profile or kernel version",
+    "N": "with a command after '--': the command's own exit status",
+}
 
 
 def emulate(args) -> int:
@@ -38,8 +55,11 @@ def emulate(args) -> int:
     from nova_rdt.emulator import versions
 
     if args.list_profiles:
-        for name, p in sorted(profiles.PROFILES.items()):
-            print(f"{name:16} {p.description}")
+        common.report(
+            args, {"profiles": {name: p.description for name, p in
+                                sorted(profiles.PROFILES.items())}},
+            "\n".join(f"{name:16} {p.description}" for name, p in
+                      sorted(profiles.PROFILES.items())))
         return 0
     profiles.get(args.profile)  # a clear error for an unknown name
     try:

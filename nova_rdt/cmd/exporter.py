@@ -36,7 +36,15 @@ def register(sub) -> None:
                      help="TLS and basic auth, in the exporter-toolkit web "
                           "config format (default: [rdt_exporter] "
                           "web_config_file)")
-    exp.set_defaults(func=exporter)
+    exp.set_defaults(func=exporter, exit_codes=EXIT_CODES)
+
+
+EXIT_CODES = {
+    0: "stopped by SIGTERM or Ctrl-C",
+    1: "it could not listen on its address and port",
+    2: "usage: a bad flag, a missing or invalid configuration file, or a "
+       "bad web config",
+}
 
 
 def exporter(args) -> int:
@@ -45,7 +53,8 @@ def exporter(args) -> int:
     from nova_rdt.exporter.sample import Sampler
     from nova_rdt.resctrl.groups import Resctrl
 
-    conf = common.load_conf(args.config_file)
+    files = common.config_files(args)
+    conf = common.load_conf(files)
     logging.basicConfig(level=logging.INFO, format=(
         "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
     r, e = conf.rdt, conf.rdt_exporter
@@ -53,7 +62,7 @@ def exporter(args) -> int:
                  sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root)
     from nova_rdt.exporter import hostname
 
-    host = hostname.nova_host(args.config_file, args.host)
+    host = hostname.nova_host(files, args.host)
     live = LiveView(Sampler(fs, args.state_path or r.state_path,
                             caps_ttl=e.capabilities_ttl))
     from nova_rdt.exporter import webconfig
@@ -71,8 +80,8 @@ def exporter(args) -> int:
     try:
         httpd = server.serve(app, address, port, client_timeout=timeout)
     except OSError as err:
-        raise common.CliError(f"cannot listen on {address}:{port}: "
-                              f"{err.strerror or err}") from None
+        raise common.Failure(f"cannot listen on {address}:{port}: "
+                             f"{err.strerror or err}") from None
     interval = (e.notify_interval if args.notify_interval is None
                 else args.notify_interval)
     publisher = None
@@ -83,7 +92,8 @@ def exporter(args) -> int:
     addr, bound = httpd.server_address[:2]
     print(f"nova-rdt exporter for {host} ({fs.root}) on "
           f"{'https' if web.config.tls else 'http'}://{addr}:{bound}/ "
-          f"(metrics at /metrics)", flush=True)
+          f"(metrics at /metrics; configuration read from "
+          f"{common.read_text(files)})", flush=True)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     try:
         signal.pause()

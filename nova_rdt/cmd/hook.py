@@ -10,35 +10,52 @@ from nova_rdt.cmd import common
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 DEFAULT_SETTINGS = "/etc/nova-rdt/hook.json"
 
+INSTALL_EXIT_CODES = {
+    0: "the hook and its settings are in place",
+    1: "they could not be written (the hooks directory or the settings "
+       "path)",
+    2: "usage: a bad flag, a missing or invalid configuration file, or "
+       "[rdt] settings this host refuses",
+}
+UNINSTALL_EXIT_CODES = {
+    0: "the hook and its settings are gone (or were not there)",
+    1: "they could not be removed",
+    2: "usage: a bad flag",
+}
+
+
+def _paths(p, settings_help: str) -> None:
+    p.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
+                   type=common.path,
+                   help="libvirt's hooks directory (default: %(default)s)")
+    p.add_argument("--settings-path", default=DEFAULT_SETTINGS,
+                   type=common.path, help=settings_help)
+
 
 def register(sub) -> None:
     hook = sub.add_parser("hook", help="the libvirt hook")
     hook_sub = hook.add_subparsers(dest="hook_cmd", required=True)
     inst = hook_sub.add_parser(
         "install", help="check the [rdt] settings, then write the hook "
-                        "shim and the resolved settings")
+                        "shim and the resolved settings (re-run after "
+                        "every nova-rdt upgrade or [rdt] change)")
     common.add_settings_args(inst)
-    inst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
-                      type=common.path,
-                      help="libvirt's hooks directory (default: %(default)s)")
-    inst.add_argument("--settings-path", default=DEFAULT_SETTINGS,
-                      type=common.path,
-                      help="where the resolved hook settings are written "
-                           "(default: %(default)s)")
+    _paths(inst, "where the resolved hook settings are written "
+                 "(default: %(default)s)")
     inst.add_argument("--python", default=sys.executable,
                       type=common.program,
-                      help="interpreter with nova_rdt (default: this one)")
-    inst.set_defaults(func=install)
+                      help="interpreter with nova_rdt that libvirtd's hook "
+                           "runs (default: this one)")
+    common.add_json_arg(inst)
+    common.add_log_arg(inst)
+    inst.set_defaults(func=install, exit_codes=INSTALL_EXIT_CODES)
     uninst = hook_sub.add_parser(
         "uninstall", help="remove the hook shim and its settings (idempotent)")
-    uninst.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR,
-                      type=common.path,
-                      help="libvirt's hooks directory (default: %(default)s)")
-    uninst.add_argument("--settings-path", default=DEFAULT_SETTINGS,
-                      type=common.path,
-                      help="where the resolved hook settings are written "
-                           "(default: %(default)s)")
-    uninst.set_defaults(func=uninstall)
+    _paths(uninst, "the hook settings file to remove (default: "
+                   "%(default)s)")
+    common.add_json_arg(uninst)
+    common.add_log_arg(uninst)
+    uninst.set_defaults(func=uninstall, exit_codes=UNINSTALL_EXIT_CODES)
 
 
 def install(args) -> int:
@@ -49,8 +66,11 @@ def install(args) -> int:
     path = install_mod.install(settings, hooks_dir=args.hooks_dir,
                                settings_path=args.settings_path,
                                python=args.python)
-    print(f"installed {path} (settings {args.settings_path}); restart "
-          f"libvirtd if this is the first install")
+    common.report(
+        args, {"hook": path, "settings_path": args.settings_path,
+               "python": args.python},
+        f"installed {path} (settings {args.settings_path}); restart "
+        f"libvirtd if this is the first install")
     return 0
 
 
@@ -75,6 +95,9 @@ def uninstall(args) -> int:
 
     install_mod.uninstall(hooks_dir=args.hooks_dir,
                           settings_path=args.settings_path)
-    print(f"removed the nova-rdt hook from {args.hooks_dir}/qemu.d and "
-          f"{args.settings_path}")
+    common.report(
+        args, {"removed": [os.path.join(args.hooks_dir, "qemu.d",
+                                        "nova-rdt"), args.settings_path]},
+        f"removed the nova-rdt hook from {args.hooks_dir}/qemu.d and "
+        f"{args.settings_path}")
     return 0

@@ -15,8 +15,17 @@ def register(sub) -> None:
         "show", help="capabilities, groups, free ways and the way map")
     common.add_root_args(show)
     show.add_argument("--json", action="store_true",
-                      help="stable JSON for scripts")
-    show.set_defaults(func=show_cmd)
+                      help="stable JSON for scripts (the document of "
+                           "nova_rdt.resctrl.hostview, with its version)")
+    common.add_log_arg(show)
+    show.set_defaults(func=show_cmd, exit_codes=EXIT_CODES)
+
+
+EXIT_CODES = {
+    0: "the host's state was printed",
+    1: "no resctrl at --resctrl-root, or it could not be read",
+    2: "usage: a bad flag",
+}
 
 
 def show_cmd(args) -> int:

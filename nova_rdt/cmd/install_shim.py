@@ -1,4 +1,6 @@
-"""``nova-rdt install-shim``: put ``nova/virt/rdt`` where nova-compute looks.
+"""``nova-rdt shim install|uninstall``: put ``nova/virt/rdt`` where
+nova-compute looks (``nova-rdt install-shim``, the earlier verb, is a
+deprecated alias for one release).
 
 Nova loads ``compute_driver = rdt.LibvirtRDTDriver`` by importing
 ``nova.virt.rdt``, and ``nova`` is a regular package: only the
@@ -135,12 +137,18 @@ def uninstall(virt_dir: str) -> str:
     return "removed"
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "install-shim",
-        help="put the nova/virt/rdt shim inside the Nova that nova-compute "
-             "imports",
-        description=__doc__.split("\n\n")[1])
+EXIT_CODES = {
+    0: "the shim is in place (installed, updated or unchanged), or gone",
+    1: "the shim could not be written or removed (the filesystem)",
+    2: "usage: a bad flag, an interpreter that cannot import Nova, or a "
+       "nova/virt/rdt that is not nova-rdt's",
+}
+DEPRECATED = ("'nova-rdt install-shim' is deprecated and will be removed "
+              "in the next release: use 'nova-rdt shim install' (and "
+              "'nova-rdt shim uninstall' for --uninstall)")
+
+
+def _target_args(p) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--python", default=sys.executable, type=common.program,
@@ -150,9 +158,41 @@ def register(sub) -> None:
         "--virt-dir", type=common.path,
         help="write into this nova/virt directory instead (e.g. "
              "$NOVA_DIR/nova/virt)")
+    common.add_json_arg(p)
+    common.add_log_arg(p)
+
+
+def register(sub) -> None:
+    description = __doc__.split("\n\n")[1]
+    shim = sub.add_parser(
+        "shim", help="the nova/virt/rdt shim inside the Nova that "
+                     "nova-compute imports")
+    shim_sub = shim.add_subparsers(dest="shim_cmd", required=True)
+    inst = shim_sub.add_parser(
+        "install", help="put the shim into nova.virt of --python (or "
+                        "--virt-dir)", description=description)
+    _target_args(inst)
+    inst.set_defaults(func=run, uninstall=False, exit_codes=EXIT_CODES)
+    uninst = shim_sub.add_parser(
+        "uninstall", help="remove the shim (only if it is nova-rdt's)",
+        description=description)
+    _target_args(uninst)
+    uninst.set_defaults(func=run, uninstall=True, exit_codes=EXIT_CODES)
+
+    # The verb of earlier releases, kept for one release.
+    p = sub.add_parser(
+        "install-shim",
+        help="deprecated: 'nova-rdt shim install' / 'shim uninstall'",
+        description=description + "\n\n" + DEPRECATED + ".")
+    _target_args(p)
     p.add_argument("--uninstall", action="store_true",
                    help="remove the shim (only if it is nova-rdt's)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=deprecated_run, exit_codes=EXIT_CODES)
+
+
+def deprecated_run(args) -> int:
+    print(f"{common.PROG}: warning: {DEPRECATED}", file=sys.stderr)
+    return run(args)
 
 
 def run(args) -> int:
@@ -160,6 +200,6 @@ def run(args) -> int:
     virt_dir = args.virt_dir or virt_dir_of(
         args.python, need_nova_rdt=not args.uninstall)
     outcome = uninstall(virt_dir) if args.uninstall else install(virt_dir)
-    print(f"{shim_path(virt_dir)}: {outcome}")
+    common.report(args, {"shim": shim_path(virt_dir), "outcome": outcome},
+                  f"{shim_path(virt_dir)}: {outcome}")
     return 0
-

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from nova_rdt.cmd import common
 
+EXIT_CODES = {
+    0: "the PMD group was written from the base ways, the sharing "
+       "instances and OVS's PMD cores (a warning says when OVS could not "
+       "be asked and the group kept its CPUs, or when a sharing instance "
+       "could not be covered: --json's degraded)",
+    1: "resctrl refused or is not there",
+    2: "usage: a bad flag, or a missing or invalid configuration file",
+}
+
 
 def register(sub) -> None:
     pmd = sub.add_parser("pmd", help="the OVS-DPDK PMD COS")
@@ -12,11 +21,21 @@ def register(sub) -> None:
         "sync", help="re-derive the PMD group from scratch: base ways, "
                      "sharing instances, PMD cores from OVS")
     common.add_settings_args(sync)
-    sync.set_defaults(func=sync_cmd)
+    common.add_json_arg(sync)
+    common.add_log_arg(sync)
+    sync.set_defaults(func=sync_cmd, exit_codes=EXIT_CODES)
 
 
 def sync_cmd(args) -> int:
     from nova_rdt.host.agent import Agent
 
-    print(Agent(common.settings(args)).sync_pmd())
+    agent = Agent(common.settings(args))
+    summary = agent.sync_pmd()
+    plan = agent.last_pmd_plan
+    doc = {"summary": summary}
+    if plan is not None:
+        doc.update(schemata=plan.schemata.format().strip().splitlines(),
+                   sharing=list(plan.sharing), dropped=list(plan.dropped),
+                   degraded=plan.degraded)
+    common.report(args, doc, summary)
     return 0

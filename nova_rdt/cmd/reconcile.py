@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import sys
 
 from nova_rdt.cmd import common
 
@@ -16,18 +14,70 @@ def register(sub) -> None:
                           "running instances to their classes, resync the "
                           "PMD COS; never touches foreign groups")
     common.add_settings_args(rec)
-    rec.set_defaults(func=reconcile)
+    common.add_json_arg(rec, "the report (removed_groups, rejoined, "
+                             "restored_groups, unreadable_records, "
+                             "degraded... every field always present)")
+    common.add_log_arg(rec)
+    rec.set_defaults(func=reconcile, exit_codes=EXIT_CODES)
 
 
 # Exit status when something could not be repaired (the report's
-# ``degraded`` says what); distinct from 2, a usage or configuration error.
-EXIT_DEGRADED = 3
+# ``degraded`` says what): a runtime failure, as for every command.
+EXIT_DEGRADED = common.EXIT_FAILURE
+
+EXIT_CODES = {
+    0: "the host converged (records that could not be read are listed, "
+       "and left for the operator)",
+    1: "something could not be repaired: resctrl unavailable, the state "
+       "path full or read-only, a running instance's group not "
+       "re-created (each listed under degraded)",
+    2: "usage: a bad flag, or a missing or invalid configuration or "
+       "settings file",
+}
+
+# The report's lists, in the order the text shows them.
+_SECTIONS = (
+    ("removed_groups", "removed groups of domains that are gone"),
+    ("dropped_records", "dropped records of domains that are gone"),
+    ("rejoined", "re-added to their class groups"),
+    ("restored_groups", "restored groups of running instances"),
+    ("adopted", "adopted running instances"),
+    ("swept", "swept"),
+    ("controller_restored", "classes restored from a stopped controller"),
+    ("unreadable_records", "unreadable, left for the operator"),
+    ("degraded", "NOT REPAIRED"),
+)
+
+
+def render(report: dict) -> str:
+    """The report for a person: one line per kind of change, and a
+    closing verdict."""
+    lines = []
+    for key, title in _SECTIONS:
+        items = report.get(key) or []
+        if items:
+            lines.append(f"{title}: {', '.join(map(str, items))}")
+    if report.get("restored_host"):
+        lines.append("restored the root group's reserved ways")
+    if report.get("pmd"):
+        lines.append(f"PMD COS: {report['pmd']}")
+    hard = _hard(report)
+    lines.append("reconcile: " + (
+        f"{len(hard)} problem(s) not repaired" if hard else
+        "converged" + (" (nothing to do)" if not lines else "")))
+    return "\n".join(lines)
+
+
+def _hard(report: dict) -> list[str]:
+    return [d for d in report["degraded"]
+            if not d.startswith(("records_unreadable:",
+                                 "controller_state:"))]
 
 
 def reconcile(args) -> int:
     """Exit 0 when the host converged, even when some records were
     unusable: the report names each one (``unreadable_records``) and
-    everything else was done.  Exit 3 when something else could not be
+    everything else was done.  Exit 1 when something else could not be
     repaired (resctrl unavailable, the state path full or read-only, a
     running instance's group not re-created): ``degraded`` names each,
     and each was logged once.
@@ -46,8 +96,8 @@ def reconcile(args) -> int:
     settings = common.settings(args)
     agent = Agent(settings)
     state_file = os.path.join(settings.state_path, "controller.json")
-    if args.config_file:
-        conf = common.load_conf(args.config_file)
+    if not getattr(args, "settings", None):
+        conf = common.load_conf(args.read_files)
         state_file = conf.rdt_controller.state_file or state_file
     restored: list[str] = []
     unreadable: list[str] = []
@@ -70,9 +120,5 @@ def reconcile(args) -> int:
     report["controller_restored"] = restored
     report["unreadable_records"] = report["unreadable_records"] + unreadable
     report["degraded"] = report["degraded"] + degraded
-    json.dump(report, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
-    hard = [d for d in report["degraded"]
-            if not d.startswith(("records_unreadable:",
-                                 "controller_state:"))]
-    return EXIT_DEGRADED if hard else 0
+    common.report(args, report, render(report))
+    return EXIT_DEGRADED if _hard(report) else 0

@@ -2,7 +2,18 @@
 
 In the form of ``nova-status upgrade check`` (oslo.upgradecheck): one row
 per check, each Success, Warning or Failure; a row that is not a success
-ends with a "Fix:" line; the exit status is the worst code (0, 1, 2).
+ends with a "Fix:" line; the exit status is the worst code (0, 1, 2), or
+255 when the checks could not run (oslo.upgradecheck's "error": a missing
+or invalid configuration file, an unexpected exception).
+
+Each check belongs to a node role: the driver, resctrl, the hook,
+rootwrap and the exporter to a compute, the filter to a scheduler, the
+paste filter to an API node.  ``--role`` says which roles this node has;
+without it they are read from the configuration (compute_driver,
+enabled_filters, the API's paste pipeline), and when none is configured
+every check runs.  A compute is not failed for lacking the scheduler's
+filter.
+
 Nothing is changed and nothing privileged is started: rootwrap is asked
 whether it *would* run the privsep helper, the driver is imported in the
 interpreter that runs nova-compute.
@@ -10,8 +21,11 @@ interpreter that runs nova-compute.
 
 from __future__ import annotations
 
+import argparse
 import configparser
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -26,7 +40,19 @@ FILTER = "nova_rdt.scheduler.filter.RDTFilter"
 PASTE_FACTORY = "nova_rdt.api.flavor_check:filter_factory"
 PASTE_COMPOSITE = "composite:openstack_compute_api_v21"
 CONTEXT = "nova_rdt.privsep.sys_admin_pctxt"
-DEFAULT_NOVA_CONF = "/etc/nova/nova.conf"
+DEFAULT_NOVA_CONF = common.DEFAULT_NOVA_CONF
+ROLES = ("api", "scheduler", "compute")
+# oslo.upgradecheck's code when the checks could not run at all.
+EXIT_ERROR = 255
+
+EXIT_CODES = {
+    0: "every check of this node's roles passed",
+    1: "at least one check warned, none failed",
+    2: "at least one check failed (each row says how to fix it); also a "
+       "bad flag, as argparse and nova-status answer one",
+    255: "the checks could not run: a missing or invalid configuration "
+         "file, or an unexpected error (oslo.upgradecheck's code)",
+}
 
 
 @dataclasses.dataclass
@@ -68,6 +94,14 @@ class Env:
     hooks_dir: str
     settings_path: str
     conf: object = None            # the whole nova-rdt config
+    roles: tuple[str, ...] = ROLES
+    roles_from: str = "--role"     # or "configuration", or "nothing"
+
+    @property
+    def roles_given(self) -> bool:
+        """Whether the node claims its roles (--role, or configured), so
+        that a missing part of one is a failure, not a guess."""
+        return self.roles_from != "nothing"
 
 
 # -- the checks: each takes the Env, returns an Outcome -------------------
@@ -89,7 +123,7 @@ print(json.dumps(out))
 
 
 def check_driver(env: Env) -> Outcome:
-    fix = f"nova-rdt install-shim --python {env.python}"
+    fix = f"nova-rdt shim install --python {env.python}"
     try:
         res = subprocess.run([env.python, "-c", _DRIVER_PROBE],
                              capture_output=True, text=True, timeout=120)
@@ -106,11 +140,12 @@ def check_driver(env: Env) -> Outcome:
                     "driver shim.", fix)
     where = f"{DRIVER} loads from {out['shim']}."
     if env.compute_driver != DRIVER:
-        return warn(where + f" [DEFAULT] compute_driver is "
-                    f"{env.compute_driver or 'not set'} in "
-                    f"{_files(env)}.",
-                    f"set [DEFAULT] compute_driver = {DRIVER} on RDT "
-                    "computes")
+        result = fail if env.roles_given else warn
+        return result(where + f" [DEFAULT] compute_driver is "
+                      f"{env.compute_driver or 'not set'} in "
+                      f"{_files(env)}.",
+                      f"set [DEFAULT] compute_driver = {DRIVER} on RDT "
+                      "computes")
     return ok(where + " compute_driver uses it.")
 
 
@@ -209,6 +244,9 @@ def check_paste(env: Env) -> Outcome:
            f"keystone pipeline of [{PASTE_COMPOSITE}] after "
            "keystonecontext; restart nova-api")
     if not os.path.exists(path):
+        if env.roles_given:
+            return fail(f"no {path} on this API node ([wsgi] "
+                        "api_paste_config, or --api-paste).", fix)
         return warn(f"no {path}: not an API node, or [wsgi] "
                     "api_paste_config names another file.", fix)
     parser = configparser.RawConfigParser(strict=False)
@@ -329,15 +367,54 @@ def _files(env: Env) -> str:
     return ", ".join(env.config_files) or "(no config file)"
 
 
+# (name, check, the role it belongs to), in the order they are shown.
 CHECKS = (
-    ("nova-rdt driver loadable", check_driver),
-    ("RDTFilter enabled", check_filters),
-    ("resctrl mounted", check_resctrl),
-    ("libvirt hook", check_hook),
-    ("API paste filter", check_paste),
-    ("privsep through rootwrap", check_rootwrap),
-    ("exporter", check_exporter),
+    ("nova-rdt driver loadable", check_driver, "compute"),
+    ("RDTFilter enabled", check_filters, "scheduler"),
+    ("resctrl mounted", check_resctrl, "compute"),
+    ("libvirt hook", check_hook, "compute"),
+    ("API paste filter", check_paste, "api"),
+    ("privsep through rootwrap", check_rootwrap, "compute"),
+    ("exporter", check_exporter, "compute"),
 )
+
+
+def infer_roles(compute_driver: str | None, enabled_filters: list[str],
+                paste_path: str) -> tuple[str, ...]:
+    """The roles this node's configuration gives it: compute when
+    nova-compute runs nova-rdt's driver, scheduler when RDTFilter is
+    enabled, api when nova-api's paste pipeline has the flavor check."""
+    roles = []
+    if _uses_paste_filter(paste_path):
+        roles.append("api")
+    if "RDTFilter" in enabled_filters:
+        roles.append("scheduler")
+    if compute_driver == DRIVER:
+        roles.append("compute")
+    return tuple(roles)
+
+
+def _uses_paste_filter(path: str) -> bool:
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        if not parser.read(path):
+            return False
+    except configparser.Error:
+        return False
+    names = paste_filter_names(parser)
+    pipeline = parser.get(PASTE_COMPOSITE, "keystone", fallback="").split()
+    return bool(set(names) & set(pipeline))
+
+
+def role_list(text: str) -> list[str]:
+    """``--role`` values: one role or a comma list of them."""
+    roles = [r.strip() for r in text.split(",") if r.strip()]
+    bad = [r for r in roles if r not in ROLES]
+    if bad or not roles:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: roles are {', '.join(ROLES)} (repeat --role or "
+            "give a comma list)")
+    return roles
 
 
 # -- reading the configuration ---------------------------------------------
@@ -358,7 +435,8 @@ def _nova_options(config_files: list[str]):
     conf.register_opt(cfg.StrOpt("api_paste_config",
                                  default="api-paste.ini"), group="wsgi")
     try:
-        conf([], project="nova", default_config_files=config_files)
+        conf([], project="nova", default_config_files=list(config_files),
+             default_config_dirs=[])
     except cfg.Error as e:
         raise common.CliError(str(e)) from None
     return conf
@@ -377,10 +455,8 @@ def _has_section(paths: list[str], section: str) -> bool:
 
 
 def read_env(args) -> Env:
-    files = list(args.config_file or ())
-    if not files and os.path.isfile(DEFAULT_NOVA_CONF):
-        files = [DEFAULT_NOVA_CONF]
-    conf = common.load_conf(files) if files else common.load_conf([])
+    files = common.config_files(args)
+    conf = common.load_conf(files)
     nova = _nova_options(files)
     paste = args.api_paste or nova.wsgi.api_paste_config
     if not os.path.isabs(paste):
@@ -398,6 +474,15 @@ def read_env(args) -> Env:
         rootwrap_config=args.rootwrap_config or nova.rootwrap_config,
         python=args.python, hooks_dir=args.hooks_dir,
         settings_path=args.settings_path, conf=conf)
+    if args.role:
+        env.roles = tuple(r for r in ROLES
+                          if any(r in given for given in args.role))
+        env.roles_from = "--role"
+    else:
+        inferred = infer_roles(env.compute_driver, env.enabled_filters,
+                               env.api_paste)
+        env.roles = inferred or ROLES
+        env.roles_from = "configuration" if inferred else "nothing"
     return env
 
 
@@ -413,13 +498,24 @@ def register(sub) -> None:
     status_sub = status.add_subparsers(dest="status_cmd", required=True)
     upgrade = status_sub.add_parser(
         "upgrade", help="nova-rdt status upgrade check")
-    upgrade.add_argument("check", choices=["check"])
+    upgrade.add_argument("check", choices=["check"],
+                         help="run the checks (the only action, as for "
+                              "nova-status)")
     upgrade.add_argument(
-        "--config-file", action="append", type=common.path,
-        help=f"nova.conf (repeatable; default: {DEFAULT_NOVA_CONF} if it "
-             "exists)")
+        "--role", action="append", type=role_list, metavar="ROLE[,ROLE]",
+        help=f"this node's roles, of {', '.join(ROLES)}; repeatable "
+             "(default: read from the configuration: compute_driver = "
+             f"{DRIVER} makes a compute, RDTFilter in enabled_filters a "
+             "scheduler, the flavor check in the paste pipeline an API "
+             "node; when none is configured, every check runs)")
+    common.add_config_args(
+        upgrade, "[rdt], [DEFAULT] compute_driver, [filter_scheduler] and "
+                 "[wsgi]")
     upgrade.add_argument("--json", action="store_true",
-                         help="the results as JSON")
+                         help="the results as JSON, in oslo.upgradecheck's "
+                              "form, with roles, roles_from and "
+                              "config_files added")
+    common.add_log_arg(upgrade)
     upgrade.add_argument(
         "--python", default=sys.executable, type=common.program,
         help="the interpreter that runs nova-compute (default: this one)")
@@ -440,7 +536,10 @@ def register(sub) -> None:
     upgrade.add_argument("--exporter", action="store_true",
                          help="check the exporter even without an "
                               "[rdt_exporter] section")
-    upgrade.set_defaults(func=run)
+    # Whatever stops the checks from running is oslo.upgradecheck's
+    # "error", 255, not a usage error (2 is its "failure").
+    upgrade.set_defaults(func=run, exit_codes=EXIT_CODES,
+                         usage_code=EXIT_ERROR, failure_code=EXIT_ERROR)
 
 
 def run(args) -> int:
@@ -450,22 +549,54 @@ def run(args) -> int:
 
     def wrap(fn):
         def check(_self):
-            out = fn(env)
+            try:
+                out = fn(env)
+            except Exception as e:
+                # oslo.upgradecheck's run() turns any exception into
+                # 255; so does this command, in one line.
+                raise _CheckCrashed(f"check {fn.__name__} failed: "
+                                    f"{type(e).__name__}: {e}") from e
             return upgradecheck.Result(upgradecheck.Code(out.code),
                                        out.text())
         return check
 
+    roles = ", ".join(env.roles)
+
     class Checks(upgradecheck.UpgradeCommands):
-        display_title = "nova-rdt upgrade check results"
-        _upgrade_checks = tuple((name, wrap(fn)) for name, fn in CHECKS)
+        display_title = f"nova-rdt upgrade check results ({roles})"
+        _upgrade_checks = tuple((name, wrap(fn))
+                                for name, fn, role in CHECKS
+                                if role in env.roles)
 
     # oslo.upgradecheck prints JSON when its CONF says so.
     saved = upgradecheck.CONF
     upgradecheck.CONF = _JsonFlag(args.json)
+    out = io.StringIO()
     try:
-        return int(Checks().check())
+        with contextlib.redirect_stdout(out):
+            code = int(Checks().check())
     finally:
         upgradecheck.CONF = saved
+    if args.json:
+        doc = json.loads(out.getvalue())
+        doc.update(roles=list(env.roles), roles_from=env.roles_from,
+                   config_files=env.config_files)
+        print(json.dumps(doc))
+    else:
+        common.say_read(env.config_files)
+        print(f"{common.PROG}: roles: {roles} ({_ROLES_FROM[env.roles_from]})",
+              file=sys.stderr)
+        sys.stdout.write(out.getvalue())
+    return code
+
+
+_ROLES_FROM = {"--role": "from --role",
+               "configuration": "from the configuration",
+               "nothing": "none configured: every check runs"}
+
+
+class _CheckCrashed(RuntimeError):
+    pass
 
 
 class _JsonFlag:

@@ -1,6 +1,7 @@
-"""``nova-rdt status upgrade check``: with nothing configured, and on a host
+"""``nova-rdt status upgrade check``: with nothing configured, on a host
 set up as the devstack plugin sets one up (emulated resctrl, the hook, the
-paste filter, the rootwrap filter, a running exporter)."""
+paste filter, the rootwrap filter, a running exporter), and on a compute
+that is only a compute (no scheduler filter, no API paste)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ def _cli(*args, **kw):
                           timeout=300, **kw)
 
 
-def _check(*args):
+COMPUTE = [n for n in NAMES
+           if n not in ("RDTFilter enabled", "API paste filter")]
+
+
+def _check(*args, names=NAMES):
     res = _cli("status", "upgrade", "check", "--json", *args)
     assert res.returncode in (0, 1, 2), res.stdout + res.stderr
     out = json.loads(res.stdout)
-    assert [c["check"] for c in out["checks"]] == NAMES
+    assert [c["check"] for c in out["checks"]] == names
     # The exit status is the worst result, as nova-status's.
     assert res.returncode == max(c["result"] for c in out["checks"])
     return {c["check"]: (c["result"], c["details"]) for c in out["checks"]}
@@ -57,12 +62,49 @@ def test_nothing_configured(tmp_path):
 
 
 def test_bad_input_is_one_line():
+    # The checks cannot run: oslo.upgradecheck's 255, not 2 (a Failure).
     res = _cli("status", "upgrade", "check", "--config-file", "/nonexist")
-    assert res.returncode == 2
+    assert res.returncode == 255
     assert res.stderr.strip() == \
         "nova-rdt: --config-file /nonexist: no such file"
     res = _cli("status", "upgrade", "chek")
     assert res.returncode == 2 and "invalid choice: 'chek'" in res.stderr
+    res = _cli("status", "upgrade", "check", "--role", "computer")
+    assert res.returncode == 2 and "roles are api, scheduler, compute" in \
+        res.stderr
+
+
+def test_roles_choose_the_checks(tmp_path):
+    conf = tmp_path / "nova.conf"
+    conf.write_text("[DEFAULT]\n")
+    common = ["--config-file", str(conf), "--hooks-dir",
+              str(tmp_path / "hooks"), "--settings-path",
+              str(tmp_path / "hook.json"), "--rootwrap-config",
+              str(tmp_path / "rootwrap.conf")]
+    res = _cli("status", "upgrade", "check", "--json", "--role",
+               "scheduler,api", *common)
+    out = json.loads(res.stdout)
+    assert out["roles"] == ["api", "scheduler"]
+    assert out["roles_from"] == "--role"
+    assert out["config_files"] == [str(conf)]
+    got = {c["check"]: c["result"] for c in out["checks"]}
+    # An API node by its own account has no paste file: a failure now.
+    assert got == {"RDTFilter enabled": 2, "API paste filter": 2}
+    # A scheduler by its configuration is checked as a scheduler only.
+    conf.write_text("[filter_scheduler]\nenabled_filters = RDTFilter\n"
+                    "available_filters = nova_rdt.scheduler.filter."
+                    "RDTFilter\n")
+    res = _cli("status", "upgrade", "check", "--json", *common)
+    out = json.loads(res.stdout)
+    assert (out["roles"], out["roles_from"]) == (["scheduler"],
+                                                 "configuration")
+    assert [(c["check"], c["result"]) for c in out["checks"]] == [
+        ("RDTFilter enabled", 0)]
+    assert res.returncode == 0
+    # The table names the roles, the files read go to stderr.
+    res = _cli("status", "upgrade", "check", *common)
+    assert "upgrade check results (scheduler)" in res.stdout
+    assert f"configuration read from {conf}" in res.stderr
 
 
 def _free_port():
@@ -74,6 +116,17 @@ def _free_port():
 @pytest.fixture
 def configured(emulator, tmp_path):
     """A host as the devstack plugin leaves it, on the emulator."""
+    yield from _configured(emulator, tmp_path, all_in_one=True)
+
+
+@pytest.fixture
+def configured_compute(emulator, tmp_path):
+    """A compute and nothing else, set up as the install guide says: the
+    driver, [rdt], rootwrap's filter, the hook; no RDTFilter, no paste."""
+    yield from _configured(emulator, tmp_path, all_in_one=False)
+
+
+def _configured(emulator, tmp_path, all_in_one: bool):
     if os.geteuid() != 0:
         pytest.skip("the rootwrap filter wants a config file under /etc: "
                     "needs root")
@@ -88,12 +141,17 @@ def configured(emulator, tmp_path):
         with open(conf, "w") as f:
             f.write(
                 "[DEFAULT]\ncompute_driver = rdt.LibvirtRDTDriver\n"
-                f"rootwrap_config = {etc}/rootwrap.conf\n"
-                "[wsgi]\napi_paste_config = api-paste.ini\n"
-                "[filter_scheduler]\n"
-                "available_filters = nova.scheduler.filters.all_filters\n"
-                "available_filters = nova_rdt.scheduler.filter.RDTFilter\n"
-                "enabled_filters = ComputeFilter,RDTFilter\n"
+                f"rootwrap_config = {etc}/rootwrap.conf\n")
+            if all_in_one:
+                f.write(
+                    "[wsgi]\napi_paste_config = api-paste.ini\n"
+                    "[filter_scheduler]\n"
+                    "available_filters = nova.scheduler.filters."
+                    "all_filters\n"
+                    "available_filters = nova_rdt.scheduler.filter."
+                    "RDTFilter\n"
+                    "enabled_filters = ComputeFilter,RDTFilter\n")
+            f.write(
                 f"[rdt]\nresctrl_root = {emulator.mountpoint}\n"
                 f"sysfs_cpu_root = {emulator.env()['NOVA_RDT_SYSFS_CPU']}\n"
                 f"state_path = {tmp_path}/state\n"
@@ -106,16 +164,17 @@ def configured(emulator, tmp_path):
             f.write(f"[DEFAULT]\nfilters_path={etc}/rootwrap.d\n"
                     f"exec_dirs={BIN}\n")
         # Nova's api-paste.ini, then the plugin's post-config on it.
-        shutil.copy(paste, os.path.join(etc, "api-paste.ini"))
+        if all_in_one:
+            shutil.copy(paste, os.path.join(etc, "api-paste.ini"))
         script = ("set -o errexit\nsource tests/devstack/functions.sh\n"
                   "source devstack/settings\nsource devstack/plugin.sh\n"
                   "configure_nova_rdt_paste\n")
         res = subprocess.run(
-            ["bash", "-c", script], cwd=REPO, capture_output=True,
-            text=True, env={**os.environ, "NOVA_API_PASTE_INI":
-                            os.path.join(etc, "api-paste.ini"),
-                            "DEST": str(tmp_path), "ENABLED_SERVICES": "",
-                            "FAKE_LOG": str(tmp_path / "log")})
+            ["bash", "-c", script if all_in_one else "true"], cwd=REPO,
+            capture_output=True, text=True,
+            env={**os.environ, "NOVA_API_PASTE_INI":
+                 os.path.join(etc, "api-paste.ini"), "DEST": str(tmp_path),
+                 "ENABLED_SERVICES": "", "FAKE_LOG": str(tmp_path / "log")})
         assert res.returncode == 0, res.stderr
         hooks, settings = str(tmp_path / "hooks"), str(tmp_path / "h.json")
         res = _cli("hook", "install", "--config-file", conf, "--hooks-dir",
@@ -161,3 +220,27 @@ def test_a_configured_host_passes(configured):
     assert code == 1 and "catch-all" in details and "Fix: install" in details
     code, details = got["libvirt hook"]
     assert code == 1 and "differ from [rdt]" in details
+
+
+def test_a_configured_compute_passes_as_a_compute(configured_compute):
+    """Issue 31: a compute set up as a compute passes, exit 0, with its
+    role given or read from compute_driver; the scheduler's filter and
+    the API's paste filter are not its business."""
+    c = configured_compute
+    args = ["--config-file", c["conf"], "--hooks-dir", c["hooks"],
+            "--settings-path", c["settings"]]
+    for role in (["--role", "compute"], []):
+        res = _cli("status", "upgrade", "check", "--json", *role, *args)
+        assert res.returncode == 0, res.stdout + res.stderr
+        out = json.loads(res.stdout)
+        assert out["roles"] == ["compute"]
+        assert out["roles_from"] == ("--role" if role else "configuration")
+        assert [(r["check"], r["result"]) for r in out["checks"]] == [
+            (n, 0) for n in COMPUTE]
+    # The table form exits 0 too, and names the role.
+    res = _cli("status", "upgrade", "check", "--role", "compute", *args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "upgrade check results (compute)" in res.stdout
+    # Asked as every role, the same host fails the scheduler's check.
+    got = _check("--role", "api,scheduler,compute", *args)
+    assert got["RDTFilter enabled"][0] == 2

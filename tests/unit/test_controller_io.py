@@ -291,14 +291,14 @@ def test_cli_restore(tmp_path, capsys, host):
     fs = host
     path = tmp_path / "controller.json"
     write_state(path, {"nova-rdt-class-lp": {"MB": {0: 100, 1: 100}}})
-    code, out, _err = run_cli(capsys, "controller", "--resctrl-root",
-                              fs.root, "--state-file", str(path),
-                              "--restore")
+    code, out, _err = run_cli(capsys, "controller", "--no-config-files",
+                              "--resctrl-root", fs.root, "--state-file",
+                              str(path), "--restore")
     assert code == 0 and "restored: nova-rdt-class-lp" in out
     path.write_text("{")
-    code, _out, err = run_cli(capsys, "controller", "--resctrl-root",
-                              fs.root, "--state-file", str(path),
-                              "--restore")
+    code, _out, err = run_cli(capsys, "controller", "--no-config-files",
+                              "--resctrl-root", fs.root, "--state-file",
+                              str(path), "--restore")
     assert code == 2 and str(path) in err and "malformed" in err
 
 

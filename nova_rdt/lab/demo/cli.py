@@ -18,8 +18,19 @@ from nova_rdt.lab.demo import console
 
 LOG = logging.getLogger(__name__)
 
-DESCRIPTION = ("the seed scenarios end to end on this machine: Host lab, "
-               "Nova, libvirt, OVS-DPDK, exporter, RFC 2544")
+DESCRIPTION = ("the seed documents' scenarios end to end on this machine: "
+               "Host lab, Nova, libvirt, OVS-DPDK, exporter, RFC 2544")
+
+# The seed documents: the published experiments whose layouts and results
+# the lab reproduces; doc/source/seeds.rst says what each one contributes.
+EPILOG = ("Seed documents (doc/source/seeds.rst): onp is Intel's ONP "
+          "application note on CAT for NFV (seed 004), its Table 3-1 "
+          "layout; isolation is that note's experiment (its Tables 3-2/3-3 "
+          "and Figures 3-2/3-3); mba is the MBA article's layout "
+          "(2S Xeon Gold 6252); cat is the CAT article's (4S Xeon E7-8890 "
+          "v4).  Exit status: 0 every stage ran and every relation held, "
+          "1 a stage failed or a relation did not hold (the report says "
+          "which), 2 a bad flag, 130 interrupted.")
 
 # Experiments rather than layouts: each has its own runner, at
 # nova_rdt.lab.<name>.runner, with run() taking the options below.
@@ -31,11 +42,13 @@ EXPERIMENTS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="nova-rdt lab", description=DESCRIPTION)
+    ap = argparse.ArgumentParser(prog="nova-rdt lab", description=DESCRIPTION,
+                                 epilog=EPILOG)
     ap.add_argument("--scenario",
                     choices=sorted(scen_mod.SCENARIOS) + sorted(EXPERIMENTS),
                     default="onp",
-                    help="a seed layout (default: %(default)s), or an "
+                    help="a seed document's layout (onp, mba, cat; "
+                         "default: %(default)s), or an "
                          "experiment: " + "; ".join(
                              f"{k}: {v}" for k, v in
                              sorted(EXPERIMENTS.items())))

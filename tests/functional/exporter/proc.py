@@ -29,8 +29,8 @@ class ExporterProcess:
                      "--notify-interval", str(notify_interval)]
         if state_path:
             self.args += ["--state-path", state_path]
-        if config_file:
-            self.args += ["--config-file", config_file]
+        self.args += (["--config-file", config_file] if config_file
+                      else ["--no-config-files"])
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.output = ""

@@ -33,9 +33,10 @@ class Exporter:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
-                 "--port", "0", "--listen", "127.0.0.1", "--resctrl-root",
-                 self.lab.resctrl_root, "--sysfs-cpu-root",
-                 self.lab.sysfs_cpu_root, "--state-path", s.state_path,
+                 "--no-config-files", "--port", "0", "--listen",
+                 "127.0.0.1", "--resctrl-root", self.lab.resctrl_root,
+                 "--sysfs-cpu-root", self.lab.sysfs_cpu_root,
+                 "--state-path", s.state_path,
                  "--host", "lab", "--notify-interval", "0"],
                 stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
