@@ -29,11 +29,18 @@ def free_port() -> int:
 
 
 class Prometheus:
-    def __init__(self, workdir: str, targets: list[str], host: str):
+    def __init__(self, workdir: str, targets: list[str], host: str,
+                 scrape: dict | None = None, job: str = "nova-rdt",
+                 more_jobs: list[dict] = ()):
+        """``scrape``: more of the job's scrape_config (scheme,
+        tls_config, basic_auth); ``more_jobs``: whole scrape_configs."""
         self.dir = workdir
         self.port = free_port()
         self.targets = targets
         self.host = host
+        self.scrape = scrape or {}
+        self.job = job
+        self.more_jobs = list(more_jobs)
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(workdir, "prometheus.log")
 
@@ -46,9 +53,13 @@ class Prometheus:
                            "evaluation_interval": "1s"},
                 "rule_files": ["rules.yml"],
                 "scrape_configs": [{
-                    "job_name": "nova-rdt",
+                    "job_name": self.job,
+                    # As etc/prometheus/prometheus.yml: the exporter's
+                    # host label is kept, the target's names `up`.
+                    "honor_labels": True,
                     "static_configs": [{"targets": self.targets,
-                                        "labels": {"host": self.host}}]}],
+                                        "labels": {"host": self.host}}],
+                    **self.scrape}] + self.more_jobs,
             }, f)
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(

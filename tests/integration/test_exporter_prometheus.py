@@ -1,22 +1,27 @@
 """The exporter on the Host lab, scraped by a real Prometheus.
 
 An emulated Gold 6252 (MBM and CMT) with a one-way PMD COS, libvirt
-running the nova-rdt hook (whose records name the instances), two
-running instances with their own ways and a class member; the exporter in
-this process; Prometheus
-scraping it every second with the sample alert rules loaded.
+running the nova-rdt hook (whose records name the instances), a cloud of
+two projects whose instances share the display name "web-1" (each with
+its own ways) and a class member; the exporter as operators run it;
+Prometheus scraping it every second with the sample alert rules loaded.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
 import time
 
 import pytest
 
+from nova_rdt.exporter import dashboard
 from nova_rdt.host import prep as hostprep
 from tests.functional.exporter.proc import ExporterProcess
+from tests.integration import dashboard_check
 from tests.integration import hooklab
 from tests.integration import prometheus
 from tests.integration.conftest import finish_lab
@@ -24,6 +29,26 @@ from tests.integration.conftest import lab_skip_reason
 from tests.integration.conftest import start_lab
 
 WAY_KIB = 3328
+SHARED = "web-1"
+# Nova's owner projects (Keystone ids are 32 hex characters).
+ALPHA = ("0a1b2c3d4e5f40718293a4b5c6d7e8f9", "alpha")
+BETA = ("9f8e7d6c5b4a43928170f6e5d4c3b2a1", "beta")
+PREVIOUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                        "nova-rdt-dashboard-0.json")
+
+
+def _owned(xml: str, project: tuple[str, str]) -> str:
+    """``xml`` with Nova's <nova:owner>, as Nova's driver writes it."""
+    pid, name = project
+    return xml.replace(
+        "</nova:instance>",
+        f'<nova:owner><nova:user uuid="{"1" * 32}">alice</nova:user>'
+        f'<nova:project uuid="{pid}">{name}</nova:project></nova:owner>'
+        f"</nova:instance>", 1)
+
+
+def _uuid(xml: str) -> str:
+    return re.search(r"<uuid>([^<]+)</uuid>", xml).group(1)
 
 
 # Half busy: enough CPU time to move the emulated counters, little enough
@@ -49,14 +74,17 @@ def stack(libvirt_cache, tmp_path_factory):
         lab.start()
         # A PMD COS of one way (no OVS here: it holds no CPUs).
         hostprep.prepare(hooklab.fs(lab), reserved_ways=3, pmd_ways=1)
-        for name, nova in (("fwd0", ("fwd-0", "nfv.fwd")),
-                           ("fwd1", ("fwd-1", "nfv.fwd"))):
-            lab.libvirt.define(hooklab.managed_domain(
-                lab, name, cache_kib=2 * WAY_KIB, nova=nova))
+        uuids = {}
+        for name, project in (("web1a", ALPHA), ("web1b", BETA)):
+            xml = _owned(hooklab.managed_domain(
+                lab, name, cache_kib=2 * WAY_KIB,
+                nova=(SHARED, "nfv.fwd")), project)
+            uuids[name] = _uuid(xml)
+            lab.libvirt.define(xml)
             lab.libvirt.start_domain(name)
-        lab.libvirt.define(hooklab.managed_domain(
+        lab.libvirt.define(_owned(hooklab.managed_domain(
             lab, "noisy", rdt_class="low_priority",
-            nova=("noisy-0", "be.small")))
+            nova=("noisy-0", "be.small")), ALPHA))
         lab.libvirt.start_domain("noisy")
         settings = lab.hook_settings(host_view=True)
         hooklab.eventually(lambda: len(
@@ -66,8 +94,8 @@ def stack(libvirt_cache, tmp_path_factory):
         fs = hooklab.fs(lab)
         hooklab.eventually(lambda: any(
             g.name == "nova-rdt-class-low_priority" for g in fs.groups()))
-        for group in (hooklab.group_of(lab, "fwd0"),
-                      hooklab.group_of(lab, "fwd1"),
+        for group in (hooklab.group_of(lab, "web1a"),
+                      hooklab.group_of(lab, "web1b"),
                       "nova-rdt-class-low_priority"):
             burner = subprocess.Popen([sys.executable, "-c", BURN])
             burners.append(burner)
@@ -79,7 +107,7 @@ def stack(libvirt_cache, tmp_path_factory):
         prom = prometheus.Prometheus(
             str(tmp_path_factory.mktemp("prometheus")),
             [exporter.url.split("//", 1)[1]], "lab-compute").start()
-        yield lab, prom
+        yield lab, prom, uuids
     finally:
         for burner in burners:
             burner.kill()
@@ -102,33 +130,52 @@ def _eventually(prom, promql, check, timeout=30.0):
         time.sleep(0.5)
 
 
-def test_prometheus_gets_per_instance_occupancy(stack):
-    _lab, prom = stack
+def _ready(prom):
+    """rate() windows filled: a few scrapes in."""
+    _eventually(prom, "count_over_time(nova_rdt_clos_used[5s]) > 3",
+                lambda r: bool(r))
+
+
+def test_two_projects_web_1_are_two_instances(stack):
+    _lab, prom, uuids = stack
     res = _eventually(
-        prom, 'sum by (instance_name, flavor) '
-              '(nova_rdt_llc_occupancy_bytes{kind="instance"})',
-        lambda r: {x["metric"]["instance_name"] for x in r}
-        >= {"fwd-0", "fwd-1"} and all(float(x["value"][1]) > 0 for x in r))
-    assert {x["metric"]["flavor"] for x in res} == {"nfv.fwd"}
+        prom, 'sum by (instance_uuid, instance_name, project_id, '
+              'project_name, flavor) (nova_rdt_llc_occupancy_bytes'
+              '{kind="instance"})',
+        lambda r: {x["metric"].get("instance_uuid") for x in r}
+        >= set(uuids.values()) and all(float(x["value"][1]) > 0
+                                       for x in r))
+    web = {x["metric"]["instance_uuid"]: x["metric"] for x in res
+           if x["metric"]["instance_name"] == SHARED}
+    assert {u: (m["project_id"], m["project_name"], m["flavor"])
+            for u, m in web.items()} == {
+        uuids["web1a"]: ALPHA + ("nfv.fwd",),
+        uuids["web1b"]: BETA + ("nfv.fwd",)}
 
 
 def test_bandwidth_rate_is_non_zero_for_a_group_with_tasks(stack):
-    _lab, prom = stack
+    _lab, prom, uuids = stack
     res = _eventually(
-        prom, 'sum by (instance_name) (rate('
-              'nova_rdt_memory_bandwidth_total_bytes_total'
-              '{instance_name="fwd-0"}[5s]))',
+        prom, 'sum by (instance_uuid) (rate('
+              'nova_rdt_memory_bandwidth_bytes_total'
+              f'{{instance_uuid="{uuids["web1a"]}"}}[5s]))',
         lambda r: r and float(r[0]["value"][1]) > 0)
     assert float(res[0]["value"][1]) > 1e6
     cls = _eventually(
-        prom, 'sum by (group) (rate(nova_rdt_memory_bandwidth_total_bytes_'
+        prom, 'sum by (group) (rate(nova_rdt_memory_bandwidth_bytes_'
               'total{kind="class"}[5s]))',
         lambda r: r and float(r[0]["value"][1]) > 0)
     assert cls[0]["metric"]["group"] == "nova-rdt-class-low_priority"
+    # The previous release's name, still served: the same counter.
+    old = _eventually(
+        prom, "sum(nova_rdt_memory_bandwidth_total_bytes_total) - "
+              "sum(nova_rdt_memory_bandwidth_bytes_total)",
+        lambda r: bool(r))
+    assert float(old[0]["value"][1]) == 0
 
 
 def test_allocation_and_clos_series(stack):
-    lab, prom = stack
+    _lab, prom, _uuids = stack
     ways = _eventually(
         prom, 'nova_rdt_group_l3_ways{kind="instance",cache_id="0"}',
         lambda r: len(r) == 2)
@@ -138,10 +185,13 @@ def test_allocation_and_clos_series(stack):
     assert float(used[0]["value"][1]) == 5
     free = prom.query('nova_rdt_cache_ways_free{cache_id="0"}')
     assert float(free[0]["value"][1]) == 11 - 3 - 1 - 2 - 2 - 1
+    mb = _eventually(prom, 'nova_rdt_group_mb_ratio{kind="class"}',
+                     lambda r: bool(r))
+    assert {float(x["value"][1]) for x in mb} == {0.1}
 
 
 def test_sample_alert_rules_load_and_evaluate(stack):
-    _lab, prom = stack
+    _lab, prom, _uuids = stack
     deadline = time.monotonic() + 20
     while True:
         groups = prom.api("rules")["groups"]
@@ -154,39 +204,56 @@ def test_sample_alert_rules_load_and_evaluate(stack):
     assert {r["name"] for r in rules} == {
         "NovaRdtInstanceOccupancyFarBelowAllocation",
         "NovaRdtClassBandwidthHigh", "NovaRdtClosNearlyExhausted",
-        "NovaRdtExporterReadErrors"}
+        "NovaRdtExporterReadErrors", "NovaRdtDegraded",
+        "NovaRdtExporterDown", "NovaRdtControllerDown"}
 
 
-def test_every_dashboard_query_runs_and_finds_data(stack):
-    """Each panel and variable query of etc/grafana/nova-rdt.json, with its
-    variables filled in, is valid PromQL with data behind it."""
-    import json
-    import os
-    import re
+VALUES = {"$host": "lab-compute", "$cache_id": ".*", "$project": ".*",
+          "$instance": ".*", "$protected": SHARED,
+          "$__rate_interval": "5s"}
 
-    from nova_rdt.exporter import dashboard
 
-    _lab, prom = stack
+def test_no_dashboard_panel_merges_two_projects_instances(stack):
+    """Every query of etc/grafana/nova-rdt.json, its variables filled in,
+    returns data from the real exporter through the real Prometheus, and
+    none merges the two projects' "web-1", drops host, or gives two
+    series one legend."""
+    _lab, prom, uuids = stack
+    _ready(prom)
+    with open(os.path.join(prometheus.REPO, "etc", "grafana",
+                           "nova-rdt.json")) as f:
+        doc = json.load(f)
+    assert dashboard_check.problems(prom, doc, VALUES, SHARED,
+                                    set(uuids.values())) == []
+    projects = prom.query('count by (project_name) (nova_rdt_group_tasks'
+                          '{kind="instance",host=~"lab-compute"})')
+    assert {x["metric"]["project_name"] for x in projects} == {
+        "alpha", "beta"}
+
+
+def test_the_check_fails_the_previous_dashboard(stack):
+    """The same check on the dashboard before issue 31 (panels by
+    display name): it finds the merge, so the check can fail."""
+    _lab, prom, uuids = stack
+    _ready(prom)
+    with open(PREVIOUS) as f:
+        doc = json.load(f)
+    found = dashboard_check.problems(prom, doc, VALUES, SHARED,
+                                     set(uuids.values()))
+    merged = [p for p in found if "instances of one display name merge"
+              in p]
+    assert any("L3 occupancy per instance" in p for p in merged), found
+    assert any("without host" in p and "Noisy neighbours" in p
+               for p in found), found
+
+
+def test_every_dashboard_query_names_a_served_metric(stack):
+    _lab, prom, _uuids = stack
+    _ready(prom)
     with open(os.path.join(prometheus.REPO, "etc", "grafana",
                            "nova-rdt.json")) as f:
         exprs = dashboard.queries(json.load(f))
-    values = {"$host": "lab-compute", "$cache_id": ".*", "$instance": ".*",
-              "$protected": "fwd-0", "$__rate_interval": "5s"}
-    # Let rate() windows fill.
-    _eventually(prom, "count_over_time(nova_rdt_clos_used[5s]) > 3",
-                lambda r: bool(r))
-    empty = []
-    for expr in exprs:
-        if dashboard.CONTROLLER_PREFIX in expr:
-            continue        # served by nova-rdt controller, not running here
-        for k, v in values.items():
-            expr = expr.replace(k, v)
-        m = re.fullmatch(r"label_values\((.*), (\w+)\)", expr)
-        if m:
-            res = prom.query(m.group(1))
-            if not any(m.group(2) in x["metric"] for x in res):
-                empty.append(expr)
-            continue
-        if not prom.query(expr):
-            empty.append(expr)
-    assert not empty, empty
+    names = set(prom.api("label/__name__/values"))
+    used = {m for e in exprs for m in re.findall(r"\b(nova_rdt_\w+)", e)
+            if not m.startswith(dashboard.CONTROLLER_PREFIX)}
+    assert used and used <= names, used - names
