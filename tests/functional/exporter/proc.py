@@ -14,14 +14,15 @@ import subprocess
 import sys
 import time
 
-URL_RE = re.compile(r"on (http://[\d.]+:\d+)/")
+URL_RE = re.compile(r"on (https?://[\d.]+:\d+)/")
 
 
 class ExporterProcess:
     def __init__(self, resctrl_root: str, sysfs_cpu: str,
                  state_path: str | None = None, host: str = "h",
                  notify_interval: float = 0.0,
-                 config_file: str | None = None):
+                 config_file: str | None = None,
+                 web_config_file: str | None = None):
         self.args = [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
                      "--port", "0", "--listen", "127.0.0.1",
                      "--resctrl-root", resctrl_root,
@@ -31,6 +32,8 @@ class ExporterProcess:
             self.args += ["--state-path", state_path]
         self.args += (["--config-file", config_file] if config_file
                       else ["--no-config-files"])
+        if web_config_file:
+            self.args += ["--web-config-file", web_config_file]
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.output = ""
