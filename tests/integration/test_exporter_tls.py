@@ -1,0 +1,189 @@
+"""TLS and basic auth on the metrics ports, scraped by the real Prometheus.
+
+``nova-rdt exporter`` and the controller's metrics server, both with one
+exporter-toolkit web config (a certificate made here, a bcrypt user),
+each in its own process; Prometheus scrapes both over HTTPS with the
+user's password, and a third job without it.  No resctrl is needed: an
+exporter on a host without RDT still serves its health series.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import select
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import bcrypt
+import pytest
+
+from tests.functional.exporter.proc import ExporterProcess
+from tests.integration import prometheus
+
+PASSWORD = "scrape-me"
+# Serves nova_rdt.controller.metrics as `nova-rdt controller` does.
+CONTROLLER = """
+import sys, time
+from nova_rdt.controller import metrics
+from nova_rdt.exporter import webconfig
+m = metrics.Metrics("lab-compute", "static", True)
+m.set_class("nova-rdt-class-lp", 30, 100, 2, 4, 1.5e8)
+httpd = metrics.serve(m, "127.0.0.1", 0, webconfig.Watcher(sys.argv[1]))
+print("port", httpd.server_address[1], flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    reason = prometheus.unavailable_reason()
+    if reason is None and shutil.which("openssl") is None:
+        reason = "no openssl to make a certificate"
+    if reason:
+        pytest.skip(reason)
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+         "-subj", "/CN=localhost", "-addext",
+         "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+        check=True, capture_output=True)
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()
+    (d / "web.yml").write_text(
+        "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
+        f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    (d / "password").write_text(PASSWORD)
+    exporter = ExporterProcess(str(d / "no-resctrl"), str(d),
+                               host="lab-compute",
+                               web_config_file=str(d / "web.yml"))
+    ctl = prom = None
+    try:
+        exporter.start()
+        ctl = subprocess.Popen(
+            [sys.executable, "-c", CONTROLLER, str(d / "web.yml")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=prometheus.REPO)
+        ready, _w, _x = select.select([ctl.stdout], [], [], 30)
+        line = ctl.stdout.readline() if ready else ""
+        assert line.startswith("port "), line
+        ctl_target = f"127.0.0.1:{line.split()[1]}"
+        secure = {"scheme": "https",
+                  "tls_config": {"ca_file": str(d / "cert.pem")},
+                  "basic_auth": {"username": "prometheus",
+                                 "password_file": str(d / "password")}}
+        exp_target = exporter.url.split("//", 1)[1]
+        prom = prometheus.Prometheus(
+            str(tmp_path_factory.mktemp("prometheus")), [exp_target],
+            "lab-compute", scrape=secure, more_jobs=[
+                {"job_name": "nova-rdt-controller", "honor_labels": True,
+                 "static_configs": [{"targets": [ctl_target],
+                                     "labels": {"host": "lab-compute"}}],
+                 **secure},
+                {"job_name": "no-password", "scheme": "https",
+                 "tls_config": {"ca_file": str(d / "cert.pem")},
+                 "static_configs": [{"targets": [exp_target]}]}]).start()
+        yield d, exporter, ctl_target, prom
+    finally:
+        if prom:
+            prom.stop()
+        if ctl:
+            ctl.kill()
+            ctl.wait()
+        exporter.stop()
+
+
+def _targets(prom, timeout=30.0):
+    """{job: (health, lastError)} once every target was scraped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        active = prom.api("targets")["activeTargets"]
+        got = {t["labels"]["job"]: (t["health"], t["lastError"])
+               for t in active}
+        if len(got) == 3 and all(h != "unknown" for h, _e in got.values()):
+            return got
+        assert time.monotonic() < deadline, active
+        time.sleep(0.5)
+
+
+def test_prometheus_scrapes_both_ports_over_tls_with_basic_auth(tls):
+    _d, exporter, _ctl, prom = tls
+    assert exporter.url.startswith("https://")
+    got = _targets(prom)
+    assert got["nova-rdt"] == ("up", ""), got
+    assert got["nova-rdt-controller"] == ("up", ""), got
+    up = {x["metric"]["job"]: x["value"][1]
+          for x in prom.query('up{job=~"nova-rdt|nova-rdt-controller"}')}
+    assert up == {"nova-rdt": "1", "nova-rdt-controller": "1"}
+    res = prom.query('nova_rdt_resctrl_available{host="lab-compute"}')
+    assert res and res[0]["value"][1] == "0"
+    assert prom.query('nova_rdt_controller_class_mb{host="lab-compute"}')
+
+
+def test_a_scrape_without_the_password_gets_401(tls):
+    _d, _exporter, _ctl, prom = tls
+    health, error = _targets(prom)["no-password"]
+    assert health == "down" and "401" in error, error
+
+
+def _get(url, cafile, password=None):
+    req = urllib.request.Request(url)
+    if password is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(
+            f"prometheus:{password}".encode()).decode())
+    ctx = ssl.create_default_context(cafile=cafile)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+@pytest.mark.parametrize("port", ["exporter", "controller"])
+def test_unauthenticated_requests_get_401(tls, port):
+    d, exporter, ctl, _prom = tls
+    base = exporter.url if port == "exporter" else f"https://{ctl}"
+    ca = str(d / "cert.pem")
+    for password in (None, "wrong"):
+        status, headers, _body = _get(base + "/metrics", ca, password)
+        assert status == 401
+        assert headers["WWW-Authenticate"].startswith("Basic")
+    status, _h, body = _get(base + "/metrics", ca, PASSWORD)
+    assert status == 200 and b"nova_rdt_" in body
+
+
+def test_plain_http_to_the_tls_port_is_refused(tls):
+    _d, exporter, _ctl, _prom = tls
+    url = exporter.url.replace("https://", "http://") + "/metrics"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url, timeout=10)
+    assert e.value.code == 400
+    assert b"HTTP request to an HTTPS server" in e.value.read()
+
+
+@pytest.mark.parametrize("text, key", [
+    ("tls_server_config:\n  cert_file: cert.pem\n",
+     "tls_server_config.key_file: missing"),
+    ("basic_auth_users:\n  prometheus: scrape-me\n",
+     "basic_auth_users.prometheus: not a bcrypt hash"),
+    ("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
+     "  curve_preferences: [X25519]\n",
+     "tls_server_config.curve_preferences: not supported"),
+])
+def test_a_bad_web_config_stops_the_exporter_naming_the_key(tls, text,
+                                                             key):
+    d = tls[0]
+    bad = d / "bad.yml"
+    bad.write_text(text)
+    proc = ExporterProcess(str(d / "no-resctrl"), str(d),
+                           web_config_file=str(bad))
+    with pytest.raises(RuntimeError) as e:
+        proc.start(timeout=20)
+    assert key in str(e.value) and str(bad) in str(e.value)
+    os.unlink(bad)
