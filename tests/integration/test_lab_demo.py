@@ -27,11 +27,11 @@ def _l3(path):
 
 
 def _run(tmp_path, scenario, libvirt_cache, out_arg=None):
-    """The lab as a user first runs it: from a fresh working directory,
-    with the default (relative) ``--out``, or the relative ``out_arg``."""
+    """The lab as a user runs it: from a working directory of its own
+    (``tmp_path``, fresh unless a test runs there again), with the
+    default (relative) ``--out``, or the relative ``out_arg``."""
     skip_unless_nova_lab()
-    cwd = tmp_path / "fresh"
-    cwd.mkdir()
+    cwd = tmp_path
     out = cwd / (out_arg or DEFAULT_OUT)
     res = subprocess.run(
         [sys.executable, "-m", "nova_rdt.cmd.main", "lab", "--scenario",
@@ -122,13 +122,21 @@ def test_onp_scenario_end_to_end(tmp_path, libvirt_cache):
     assert "<cachetune vcpus='0-1'" in xml and "nova-rdt:pmd-share>true" in xml
 
 
+@pytest.fixture(scope="module")
+def rerun_dir(tmp_path_factory):
+    """One working directory for both scenarios below: the second runs
+    again into the report directory the first left behind, as a user's
+    second run does."""
+    return tmp_path_factory.mktemp("rerun")
+
+
 @pytest.mark.parametrize("scenario,cls,ways,mb,fwd_ways", [
     ("mba", "low_priority", 1, 10, 4), ("cat", "noisy", 1, None, 2)])
-def test_mba_and_cat_scenarios(tmp_path, libvirt_cache, scenario, cls, ways,
-                               mb, fwd_ways):
-    # A relative --out of the user's choosing, from a fresh directory.
-    _out, snap, servers, group_of = _run(tmp_path, scenario, libvirt_cache,
-                                         out_arg=f"reports/{scenario}")
+def test_mba_and_cat_scenarios(rerun_dir, libvirt_cache, scenario, cls,
+                               ways, mb, fwd_ways):
+    # A relative --out of the user's choosing, the same for both.
+    _out, snap, servers, group_of = _run(rerun_dir, scenario, libvirt_cache,
+                                         out_arg="reports/again")
     klass = snap / f"nova-rdt-class-{cls}"
     root, k = _l3(snap / "_root"), _l3(klass)
     fwd = _l3(group_of(next(s for s in servers

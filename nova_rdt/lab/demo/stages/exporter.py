@@ -19,6 +19,15 @@ class ExporterError(RuntimeError):
     pass
 
 
+def listening_url(log_path: str, offset: int) -> str | None:
+    """The address the exporter says it listens on, in what it wrote to
+    ``log_path`` after ``offset``."""
+    with open(log_path, "rb") as f:
+        f.seek(offset)
+        m = _LISTENING.search(f.read().decode(errors="replace"))
+    return m.group(1) if m else None
+
+
 class Exporter:
     """The exporter as a subprocess; its output goes to ``log_path``."""
 
@@ -27,10 +36,14 @@ class Exporter:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.url: str | None = None
+        self._log_from = 0
 
     def start(self) -> str:
         s = self.lab.hook_settings(host_view=True)
         with open(self.log_path, "ab") as log:
+            # The log is appended to, run after run in the same --out:
+            # only what this exporter writes may tell its address.
+            self._log_from = log.tell()
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "nova_rdt.cmd.main", "exporter",
                  "--no-config-files", "--port", "0", "--listen",
@@ -47,10 +60,9 @@ class Exporter:
         # A file, not a pipe nobody reads: the exporter logs on and on.
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            with open(self.log_path, errors="replace") as f:
-                m = _LISTENING.search(f.read())
+            m = listening_url(self.log_path, self._log_from)
             if m:
-                return m.group(1)
+                return m
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
