@@ -152,9 +152,12 @@ def test_a_host_without_rdt_says_so(tmp_path):
     assert status == 200
     s = _samples(text)
     avail = [(lab, v) for (n, lab), v in s.items()
-             if n == "nova_rdt_rdt_available"]
+             if n == "nova_rdt_resctrl_available"]
     assert len(avail) == 1 and avail[0][1] == 0
     assert "no resctrl filesystem" in dict(avail[0][0])["reason"]
+    # The previous release's name, served for one more release.
+    assert [(lab, v) for (n, lab), v in s.items()
+            if n == "nova_rdt_rdt_available"] == avail
     assert all(v == 0 for (n, _l), v in s.items()
                if n == "nova_rdt_feature_available")
     doc = json.loads(layout)
@@ -177,9 +180,10 @@ def test_unavailable_and_reset_counters_never_break_a_scrape(emulator,
 
     put("mbm_total_bytes", "1000000")
     exp = _serve(root, emulator.sysfs_cpu)
-    key = ("nova_rdt_memory_bandwidth_total_bytes_total", frozenset({
+    key = ("nova_rdt_memory_bandwidth_bytes_total", frozenset({
         ("group", "g1"), ("kind", "foreign"), ("instance_uuid", ""),
-        ("instance_name", ""), ("flavor", ""), ("node", "0")}))
+        ("instance_name", ""), ("project_id", ""), ("project_name", ""),
+        ("flavor", ""), ("node", "0")}))
     try:
         _get(exp.url + "/metrics")
         put("mbm_total_bytes", "3000000")
