@@ -318,3 +318,69 @@ def same_masks(a: Mapping, b: Mapping) -> bool:
     def norm(m):
         return {r: dict(p) for r, p in m.items() if p}
     return norm(a) == norm(b)
+
+
+def repackable(host, reservations, classes, plan, new, moving=None):
+    """Whether ``new`` fits once some placed reservations move (compaction
+    on): those in ``moving`` (default: every movable one), class groups
+    and the rest staying put.  Exhaustive over every valid mask of every
+    moving group, one (res, cid) at a time."""
+    book = dict(reservations)
+    book[new.uuid] = new
+    in_use = {r.rdt_class for r in book.values() if r.rdt_class}
+    if sum(1 for r in book.values() if r.needs_clos) + len(in_use) \
+            > host.clos:
+        return False
+    if new.rdt_class is not None:
+        return new.rdt_class in plan.classes or placeable(
+            host, reservations, classes, plan, new)
+    if moving is None:
+        moving = {u for u, r in reservations.items() if r.movable}
+    for res, m in new.ways.items():
+        for cid, n in m.items():
+            if n and not _repack_cache(host, reservations, classes, plan,
+                                       new, moving, res, cid, n):
+                return False
+    return True
+
+
+def _repack_cache(host, reservations, classes, plan, new, moving, res, cid,
+                  n):
+    on = host.pmd_ids is not None and cid in host.pmd_ids
+    rule = host.resources[res]
+    fixed, loose = [], [(n, new.pmd_share and on)]
+    for uuid, r in reservations.items():
+        if uuid == new.uuid or r.rdt_class is not None:
+            continue
+        k = r.ways.get(res, {}).get(cid, 0)
+        if not k:
+            continue
+        if uuid in moving:
+            loose.append((k, r.pmd_share and on))
+        else:
+            fixed.append((plan.instances[uuid][res][cid], k,
+                          r.pmd_share and on))
+    for name, masks in plan.classes.items():
+        k = classes[name].ways.get(res, {}).get(cid, 0)
+        if k:
+            fixed.append((masks[res][cid], k, False))
+    full = cbm.full_mask(rule.cbm_len)
+    seen = set()
+
+    def go(i, groups):
+        if not cache_ok(host, res, cid, groups):
+            return False
+        if i == len(loose):
+            return True
+        key = (i, frozenset(groups[len(fixed):]))
+        if key in seen:
+            return False
+        seen.add(key)
+        k, sharer = loose[i]
+        held = 0
+        for mask, _k, _s in groups:
+            held |= mask
+        return any(go(i + 1, groups + [(x, k, sharer)])
+                   for x in _all_masks(rule, k, full & ~held))
+
+    return go(0, list(fixed))

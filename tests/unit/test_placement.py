@@ -229,14 +229,17 @@ def test_clos_refusal_names_clos_and_counts_groups_not_members():
 def test_case3_a_class_not_made_yet_costs_a_clos():
     """Issue 33 case 3: with one CLOS free, a class VM and a 1-way VM
     cannot both be accepted, in either order."""
+    def boot(book, kind):
+        if kind == "class":
+            return book.boot("c", {}, cls="gold")
+        return book.boot("p", ways(1))
+
     for first, second in (("class", "plain"), ("plain", "class")):
         book = fx.Book(fx.gold_6252(clos=1))
         book.define("gold", ways(1))
-        boot = {"class": lambda: book.boot("c", {}, cls="gold"),
-                "plain": lambda: book.boot("p", ways(1))}
-        boot[first]()
+        boot(book, first)
         with pytest.raises(pl.NoPlacement, match="CLOS"):
-            boot[second]()
+            boot(book, second)
     # A second member of a class that exists costs nothing.
     book = fx.Book(fx.gold_6252(clos=1))
     book.define("gold", ways(1))
@@ -580,10 +583,14 @@ def test_compaction_slides_a_sharer_along_the_base_for_a_plain_vm():
     with pytest.raises(pl.NoPlacement):
         book.boot("c", ways(3))
     plan = book.boot("c", ways(3), compaction=True)
-    # s2 slides next to the base; b then has room to its side, or c goes
-    # where the span was: either way one or two moves, all reported.
-    assert set(plan.moved) <= {"b", "s2"} and plan.moved
-    assert plan.pmd[L3][0] & ~run(9, 2) == book.masks("s2")[0]
+    # Moving b alone leaves 2-5 outside the span, too small for 2+3;
+    # moving s2 alone leaves 2-3 and 6-7.  Both move: s2 next to the base,
+    # b into the old span.
+    assert plan.moved == ("b", "s2")
+    assert book.masks("s2") == {0: run(8, 1), 1: run(8, 1)}
+    assert book.masks("c") == {0: run(2, 3), 1: run(2, 3)}
+    assert book.masks("b") == {0: run(5, 2), 1: run(5, 2)}
+    assert plan.pmd[L3][0] == run(8, 3)
 
 
 def test_case10_sharers_off_pmd_cache_ids_place_as_any_vm():
