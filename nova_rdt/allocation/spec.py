@@ -7,7 +7,7 @@ Keys (``.N`` after a size or MB key applies it to guest NUMA node N only;
 without it the value applies to every node)::
 
     rdt:l3_cache_ways=4            unified L3, in ways
-    rdt:l3_cache_size=6656KiB      unified L3, in B, KiB or MiB
+    rdt:l3_cache_size=6656KiB      unified L3, in B, KiB or MiB (2.75MiB)
     rdt:l3_code_ways / rdt:l3_data_ways / rdt:l3_code_size / rdt:l3_data_size
                                    CDP: code and data, always as a pair
     rdt:mb_percent=50              memory bandwidth, percent (1-100)
@@ -45,8 +45,11 @@ MAX_SIZE = 1 << 32
 MAX_VALUE_LEN = 255
 
 # ASCII only ([0-9], not \d, which also matches '٤' and '４'); \Z, not $,
-# which would let a trailing newline through.
-_SIZE_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12})(?P<unit>B|KiB|MiB|K|M)?\Z")
+# which would let a trailing newline through.  A fraction (2.75MiB) must
+# come to whole bytes.
+_SIZE_RE = re.compile(r"(?P<n>[1-9][0-9]{0,12}|0(?=\.))"
+                      r"(?:\.(?P<frac>[0-9]{1,6}))?"
+                      r"(?P<unit>B|KiB|MiB|K|M)?\Z")
 _UNITS = {None: 1, "B": 1, "K": 1024, "KiB": 1024, "M": 1 << 20,
           "MiB": 1 << 20}
 _CLASS_RE = naming.CLASS_NAME_RE
@@ -173,16 +176,50 @@ def _split(key: str) -> tuple[str, int | None]:
     return base, parse_number(key, node, 0, MAX_NODES - 1)
 
 
-def parse_size(key: str, value: str) -> int:
-    m = _SIZE_RE.match(value) if len(value) <= 20 else None
+def parse_size(key: str, value: str, units_required: bool = False) -> int:
+    """An L3 size in bytes, from ``6656KiB``, ``2.75MiB`` or ``13M``.
+
+    ``units_required``: a bare number is refused, with the unit it
+    probably meant.  The API asks for that: ``2816`` (bytes) is what a
+    StarlingX ``hw:cache_l3`` value (KiB) becomes when copied over, and
+    it would pass here only to fail in the scheduler.  Flavors stored
+    before units were required still read as bytes.
+    """
+    m = _SIZE_RE.match(value) if len(value) <= 24 else None
     if not m:
         raise SpecError(key, f"{_show(value)} is not a size such as "
-                             f"6656KiB, 13MiB or 6815744")
-    size = int(m.group("n")) * _UNITS[m.group("unit")]
+                             f"6656KiB, 2.75MiB or 13MiB")
+    unit, frac = m.group("unit"), m.group("frac") or ""
+    if unit is None and units_required:
+        raise SpecError(key, _no_unit(value, m.group("n"), frac))
+    scaled = int(m.group("n") + frac) * _UNITS[unit]
+    decimals: int = 10 ** len(frac)
+    size, rest = divmod(scaled, decimals)
+    if rest:
+        raise SpecError(key, f"{_show(value)} is not a whole number of "
+                             f"bytes")
     if not MIN_SIZE <= size <= MAX_SIZE:
         raise SpecError(key, f"{_show(value)} must be between 1KiB and "
                              f"{MAX_SIZE >> 20}MiB")
     return size
+
+
+def _no_unit(value: str, n: str, frac: str) -> str:
+    """The refusal of a bare number, with the sizes it may have meant."""
+    if frac:
+        return (f"{_show(value)} has no unit: write KiB or MiB after it "
+                f"(such as 2.75MiB)")
+    count = int(n)
+    meant = []
+    if MIN_SIZE <= count * 1024 <= MAX_SIZE:
+        mib = f"{count / 1024:.3f}".rstrip("0").rstrip(".")
+        exact = count * 1000 % 1024 == 0
+        meant.append(f"{n}KiB" + (f" (or {mib}MiB)" if exact else "")
+                     + " if it counts KiB, as StarlingX's hw:cache_l3 does")
+    if MIN_SIZE <= count <= MAX_SIZE:
+        meant.append(f"{n}B if it counts bytes")
+    return (f"{_show(value)} has no unit: sizes need B, KiB or MiB"
+            + (f"; write {', or '.join(meant)}" if meant else ""))
 
 
 def _positive_int(key: str, value: str, hi: int) -> int:
@@ -212,11 +249,13 @@ def parse_cpu_list(key: str, value: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
-def check_value(key: str, value: str) -> object:
+def check_value(key: str, value: str, units_required: bool = False
+                ) -> object:
     """Check one key's value on its own; return the parsed value.
 
     Raises SpecError naming the key.  Unknown ``rdt:`` keys are errors, so
     a typo is caught at ``flavor set`` rather than silently ignored.
+    ``units_required``: what the API sets (see :func:`parse_size`).
     """
     if not key.startswith(PREFIX):
         raise SpecError(key, f"not an {PREFIX} extra spec; the namespace "
@@ -233,7 +272,7 @@ def check_value(key: str, value: str) -> object:
     if base.endswith("_ways"):
         return CacheAmount(ways=_positive_int(key, value, 64))
     if base.endswith("_size"):
-        return CacheAmount(size=parse_size(key, value))
+        return CacheAmount(size=parse_size(key, value, units_required))
     if base == "mb_percent":
         return _positive_int(key, value, 100)
     if base == "mb_mbps":
@@ -273,11 +312,14 @@ def rdt_specs(extra_specs: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse(extra_specs: Mapping[str, str], vcpus: int,
-          numa_nodes: int = 1) -> RdtRequest | None:
+          numa_nodes: int = 1, units_required: bool = False
+          ) -> RdtRequest | None:
     """The whole flavor's request, or None when it asks for nothing.
 
     ``vcpus`` and ``numa_nodes`` are the flavor's; they bound the vCPU
-    list and the ``.N`` node suffixes.
+    list and the ``.N`` node suffixes.  ``units_required``: the API's
+    reading (the paste filter's); the scheduler and the driver read
+    stored flavors, which may predate it.
     """
     specs = rdt_specs(extra_specs)
     if not specs:
@@ -286,7 +328,8 @@ def parse(extra_specs: Mapping[str, str], vcpus: int,
         raise SpecError("hw:numa_nodes",
                         f"{numa_nodes} NUMA nodes: rdt: extra specs "
                         f"support 1-{MAX_NODES}")
-    values = {k: check_value(k, v) for k, v in sorted(specs.items())}
+    values = {k: check_value(k, v, units_required)
+              for k, v in sorted(specs.items())}
     per_node: list[dict[str, tuple[str, Any]]] = [
         {} for _ in range(numa_nodes)]
     plain: dict[str, object] = {}

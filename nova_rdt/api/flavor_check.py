@@ -71,7 +71,7 @@ def check(specs: dict[str, str], vcpus: int) -> str | None:
         # The language's own reader: bounded, so a huge count is refused
         # here instead of becoming one planned entry per node.
         nodes = spec.parse_number("hw:numa_nodes", raw, 1, spec.MAX_NODES)
-        spec.parse(specs, vcpus, nodes)
+        spec.parse(specs, vcpus, nodes, units_required=True)
     except spec.SpecError as e:
         return f"Validation failed for extra spec {e.key}: {e.reason}."
     return None

@@ -19,12 +19,14 @@ _NODE = [{"name": "node", "pattern": r"\d+",
 
 _DESCRIPTIONS = {
     "l3_cache_ways": "Unified L3 cache for the instance, in ways.",
-    "l3_cache_size": "Unified L3 cache for the instance, in bytes, KiB or "
-                     "MiB (a whole number of the host's ways).",
+    "l3_cache_size": "Unified L3 cache for the instance, with its unit: "
+                     "B, KiB or MiB, such as 6656KiB or 2.75MiB (a whole "
+                     "number of the host's ways).  A bare number is "
+                     "refused.",
     "l3_code_ways": "CDP: L3 for code, in ways (with rdt:l3_data_*).",
-    "l3_code_size": "CDP: L3 for code, in bytes, KiB or MiB.",
+    "l3_code_size": "CDP: L3 for code, with its unit (B, KiB or MiB).",
     "l3_data_ways": "CDP: L3 for data, in ways (with rdt:l3_code_*).",
-    "l3_data_size": "CDP: L3 for data, in bytes, KiB or MiB.",
+    "l3_data_size": "CDP: L3 for data, with its unit (B, KiB or MiB).",
     "mb_percent": "Memory bandwidth cap, percent of the link (1-100).",
     "mb_mbps": "Memory bandwidth cap in MBps (hosts mounted with "
                "mba_MBps).",
@@ -40,12 +42,13 @@ _DESCRIPTIONS = {
 
 
 class RdtValidator(base.ExtraSpecValidator):
-    """Checks one rdt: key with the same parser the driver uses."""
+    """Checks one rdt: key with the same parser the driver uses, as the
+    API reads it: sizes need their unit."""
 
     def validate(self, name, value):
         super().validate(name, value)
         try:
-            spec.check_value(name, value)
+            spec.check_value(name, value, units_required=True)
         except spec.SpecError as e:
             raise exception.ValidationError(
                 f"Validation failed; {e.key}: {e.reason}.") from None
