@@ -26,17 +26,29 @@ def add_arguments(rr: argparse.ArgumentParser) -> None:
                     help="YAML (see nova_rdt.rfc2544.config)")
     rr.add_argument("--generator", choices=list(generators.TYPES),
                     help="overrides generator.type of the config")
-    rr.add_argument("--frame-sizes", help="e.g. 64,512,1518")
+    rr.add_argument("--frame-sizes",
+                    help="frame sizes in bytes, e.g. 64,512,1518 "
+                         "(overrides frame_sizes)")
     rr.add_argument("--loss-tolerance", dest="loss_tolerance", type=float,
                     help="0 for RFC 2544 proper, 0.001 for 0.1%%")
-    rr.add_argument("--resolution", type=float)
-    rr.add_argument("--trial-duration", dest="trial_duration", type=float)
+    rr.add_argument("--resolution", type=float,
+                    help="the search stops when the pass/fail bounds are "
+                         "this fraction of the rate apart (overrides "
+                         "resolution)")
+    rr.add_argument("--trial-duration", dest="trial_duration", type=float,
+                    help="seconds of traffic per throughput trial "
+                         "(overrides trial_duration)")
     rr.add_argument("--latency-duration", dest="latency_duration",
-                    type=float)
-    rr.add_argument("--label")
+                    type=float,
+                    help="seconds of traffic for the latency measurement "
+                         "at the found rate (overrides latency_duration)")
+    rr.add_argument("--label",
+                    help="a name for the run in the report (overrides "
+                         "label)")
     rr.add_argument("--out", default="rfc2544-report", type=common.path,
                     help="report directory (default: %(default)s)")
-    rr.add_argument("--no-plots", action="store_true")
+    rr.add_argument("--no-plots", action="store_true",
+                    help="write JSON and CSV only, no PNG figures")
 
 
 def _flag_sizes(text: str) -> list[int]:
