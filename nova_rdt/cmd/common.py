@@ -25,10 +25,10 @@ import glob
 import logging
 import math
 import os
-import shutil
 import sys
 import warnings
 
+from nova_rdt import cliargs
 from nova_rdt.resctrl import capabilities as caps_mod
 
 PROG = "nova-rdt"
@@ -86,28 +86,10 @@ def seconds(text: str) -> float:
     return value
 
 
-def path(text: str) -> str:
-    """A file or directory named on the command line, made absolute here,
-    once: what a command derives from it ([rdt] paths, a hook's
-    settings, a report's links) must not depend on the directory a later
-    step runs in, and Nova refuses relative [rdt] paths."""
-    if not text or "\0" in text:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a path")
-    return os.path.abspath(os.path.expanduser(text))
-
-
-def program(text: str) -> str:
-    """An interpreter or other program: a bare name is looked up on PATH,
-    anything with a slash is a path, made absolute (it ends up in a
-    hook's shebang, which a relative path would break)."""
-    if not text or "\0" in text:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a program")
-    if "/" not in text:
-        found = shutil.which(text)
-        if found is None:
-            raise argparse.ArgumentTypeError(f"{text!r}: not found on PATH")
-        return found
-    return path(text)
+# Files and programs: the leaf's types, which lower layers' parsers
+# (the RFC 2544 engine's) share.
+path = cliargs.path
+program = cliargs.program
 
 
 # -- shared flags --------------------------------------------------------
@@ -330,39 +312,45 @@ def _ini_keys(paths) -> dict[tuple[str, str], tuple[str, int, str]]:
 def settings(args):
     """Hook settings from --settings (JSON) or Nova's configuration
     (oslo), validated (HookSettings checks every field when it is made).
-    The files read are left in ``args.read_files``."""
+    The files read are left in ``args.read_files`` and, unless --json
+    reports them, named on stderr at once: before anything can fail."""
     from nova_rdt.host.settings import HookSettings
 
     if getattr(args, "settings", None):
         if getattr(args, "config_dir", None):
             raise CliError("give --settings or --config-dir, not both")
-        args.read_files = [args.settings]
-        return HookSettings.load(args.settings)
+        loaded = HookSettings.load(args.settings)
+        _read(args, [args.settings], "hook settings")
+        return loaded
     files = config_files(args)
-    args.read_files = files
     conf = load_conf(files, log_file=True)
     try:
-        return HookSettings.from_conf(conf)
+        loaded = HookSettings.from_conf(conf)
     except ValueError as e:
         where = ", ".join(files) or "(defaults)"
         raise CliError(f"{where}: {e}") from None
+    _read(args, files)
+    return loaded
+
+
+def _read(args, files: list[str], what: str = "configuration") -> None:
+    args.read_files = files
+    if not getattr(args, "json", False):
+        say_read(files, what)
 
 
 def report(args, doc: dict, text: str) -> None:
-    """A command's answer: ``doc`` as JSON with --json (naming the files
-    read), else ``text``, with the files read named on stderr."""
+    """A command's answer: ``doc`` as JSON with --json (with the files
+    read, as ``config_files``), else ``text``."""
     import json
 
-    read = getattr(args, "read_files", None)
     if getattr(args, "json", False):
+        read = getattr(args, "read_files", None)
         if read is not None:
             doc = {**doc, "config_files": read}
         json.dump(doc, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
-        return
-    if read is not None:
-        say_read(read)
-    if text:
+    elif text:
         print(text)
 
 

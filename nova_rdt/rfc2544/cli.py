@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from nova_rdt.cmd import common
+from nova_rdt import cliargs
 from nova_rdt.rfc2544 import generators
 from nova_rdt.rfc2544 import wording
 
@@ -22,7 +22,7 @@ PROG = "nova-rdt rfc2544"
 
 
 def add_arguments(rr: argparse.ArgumentParser) -> None:
-    rr.add_argument("--config", type=common.path,
+    rr.add_argument("--config", type=cliargs.path,
                     help="YAML (see nova_rdt.rfc2544.config)")
     rr.add_argument("--generator", choices=list(generators.TYPES),
                     help="overrides generator.type of the config")
@@ -45,7 +45,7 @@ def add_arguments(rr: argparse.ArgumentParser) -> None:
     rr.add_argument("--label",
                     help="a name for the run in the report (overrides "
                          "label)")
-    rr.add_argument("--out", default="rfc2544-report", type=common.path,
+    rr.add_argument("--out", default="rfc2544-report", type=cliargs.path,
                     help="report directory (default: %(default)s)")
     rr.add_argument("--no-plots", action="store_true",
                     help="write JSON and CSV only, no PNG figures")

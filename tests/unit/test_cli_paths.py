@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from nova_rdt import cliargs
 from nova_rdt.cmd import common
 from nova_rdt.cmd import main as main_mod
 from nova_rdt.lab.demo import cli as lab_cli
@@ -54,7 +55,7 @@ def test_the_walk_sees_the_options_that_broke():
     ids=[f"{' '.join(c)} {a.option_strings[-1]}" for c, _p, a in PATH_OPTIONS])
 def test_every_path_option_is_made_absolute(cmd, parser, action, tmp_path,
                                             monkeypatch):
-    assert action.type in (common.path, common.program), (
+    assert action.type in (cliargs.path, cliargs.program), (
         f"nova-rdt {' '.join(cmd)} {action.option_strings[-1]} takes a "
         f"path: give it type=common.path")
     monkeypatch.chdir(tmp_path)

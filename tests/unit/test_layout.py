@@ -37,7 +37,7 @@ LOWER = {
 }
 # Leaf modules at the top, importing only the standard library: every
 # layer may import them.
-LEAVES = {"failpoints"}
+LEAVES = {"failpoints", "cliargs"}
 
 
 def _layer(path: pathlib.Path) -> str:
