@@ -54,9 +54,13 @@ REGISTRY: dict[str, str] = {
     "driver.after_define":
         "after libvirt defined (and started) the domain, before Nova "
         "records the instance as active",
+    "driver.before_enforce":
+        "after libvirt started the domain paused with its own choice of "
+        "ways, before the driver writes the decided masks and resumes it",
     "migration.dest_claim":
-        "on the destination, after its claim for an incoming live "
-        "migration, before the source is told to go ahead",
+        "on the destination, in pre_live_migration, after its reservation "
+        "of the incoming instance's ways, before Nova prepares the "
+        "destination",
     "migration.before_xml_rewrite":
         "on the source, before the destination XML is rewritten with the "
         "destination's RDT elements",
@@ -71,6 +75,9 @@ REGISTRY: dict[str, str] = {
         "in the hook's 'started', after libvirt's group of the domain was "
         "written (and the hook's MBps line), before the hook's record of "
         "the domain is written",
+    "agent.write_decided":
+        "in the hook's 'started', after the decided masks were checked, "
+        "before they are written into libvirt's group of the domain",
     "agent.after_record":
         "in the hook's 'started', after the record, before the class and "
         "PMD writes that follow it",

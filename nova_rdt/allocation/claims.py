@@ -105,6 +105,15 @@ class ClaimLedger:
                 self._clock(), pmd_share)
             return masks
 
+    def record(self, instance_uuid: str, domain_name: str,
+               d: planner.Demand, pmd_share: bool = False) -> None:
+        """Note a claim that was decided elsewhere (the placement plan);
+        an instance's earlier claim is replaced."""
+        with self._lock:
+            self._claims[instance_uuid] = Claim(
+                instance_uuid, domain_name, d, next(self._seq),
+                self._clock(), pmd_share)
+
     def release(self, instance_uuid: str) -> bool:
         with self._lock:
             return self._claims.pop(instance_uuid, None) is not None

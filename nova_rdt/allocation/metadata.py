@@ -43,8 +43,22 @@ class RdtMetadata:
         default_factory=list)           # cache id, type, ways
     mb: list[tuple[int, int, str]] = dataclasses.field(
         default_factory=list)           # node id, value, unit
+    # (cache id, type) -> the mask nova-rdt decided for those ways; the
+    # driver and the hook write it into libvirt's group.  Absent in
+    # records of older versions: the hook then places the domain itself.
+    masks: dict[tuple[int, str], int] = dataclasses.field(
+        default_factory=dict)
+    # (cache id, type) -> the decided mask of the instance's class group,
+    # for the hook that makes the group on the first member's start.
+    class_masks: dict[tuple[int, str], int] = dataclasses.field(
+        default_factory=dict)
 
     TAG = f"{{{naming.METADATA_NS}}}instance"
+
+    def placed_cache(self) -> list[tuple[int, str, int, int | None]]:
+        """(cache id, type, ways, decided mask or None) per cache line."""
+        return [(cid, kind, ways, self.masks.get((cid, kind)))
+                for cid, kind, ways in self.cache]
 
     def mb_mbps(self) -> tuple[tuple[int, int], ...]:
         """(node, MBps) pairs: what the hook writes for libvirt."""
@@ -65,8 +79,14 @@ class RdtMetadata:
         if self.slo:
             _text(e, "slo", self.slo)
         for cid, kind, ways in self.cache:
-            etree.SubElement(e, _q("cache"), id=str(cid), type=kind,
-                             ways=str(ways))
+            c = etree.SubElement(e, _q("cache"), id=str(cid), type=kind,
+                                 ways=str(ways))
+            mask = self.masks.get((cid, kind))
+            if mask:
+                c.set("mask", f"{mask:x}")
+        for (cid, kind), mask in sorted(self.class_masks.items()):
+            etree.SubElement(e, _q("class-cache"), id=str(cid), type=kind,
+                             mask=f"{mask:x}")
         for mid, value, unit in self.mb:
             etree.SubElement(e, _q("mb"), id=str(mid), value=str(value),
                              unit=unit)
@@ -101,13 +121,30 @@ class RdtMetadata:
         if slo is not None and slo not in SLO_VALUES:
             raise MetadataError(f"nova-rdt metadata slo {slo!r} refused")
         cache = []
+        masks: dict[tuple[int, str], int] = {}
         for c in e.findall(_q("cache")):
             kind = c.get("type") or ""
             if kind not in CACHE_TYPES:
                 raise MetadataError(f"nova-rdt metadata cache type "
                                     f"{kind!r} refused")
-            cache.append((_number(c.get("id"), "cache id", MAX_ID), kind,
-                          _number(c.get("ways"), "cache ways", 64)))
+            cid = _number(c.get("id"), "cache id", MAX_ID)
+            ways = _number(c.get("ways"), "cache ways", 64)
+            cache.append((cid, kind, ways))
+            if c.get("mask") is not None:
+                mask = _mask(c.get("mask"))
+                if bin(mask).count("1") != ways:
+                    raise MetadataError(
+                        f"nova-rdt metadata cache mask {mask:x} does not "
+                        f"hold its {ways} ways")
+                masks[cid, kind] = mask
+        class_masks = {}
+        for c in e.findall(_q("class-cache")):
+            kind = c.get("type") or ""
+            if kind not in CACHE_TYPES:
+                raise MetadataError(f"nova-rdt metadata class-cache type "
+                                    f"{kind!r} refused")
+            class_masks[_number(c.get("id"), "cache id", MAX_ID), kind] = \
+                _mask(c.get("mask"))
         mb = []
         for m in e.findall(_q("mb")):
             unit = m.get("unit") or ""
@@ -122,7 +159,8 @@ class RdtMetadata:
                    pmd_share=_parse_bool(text("pmd-share"), "pmd-share"),
                    rdt_class=rdt_class,
                    monitor=_parse_bool(text("monitor"), "monitor"),
-                   slo=slo, cache=cache, mb=mb)
+                   slo=slo, cache=cache, mb=mb, masks=masks,
+                   class_masks=class_masks)
 
 
 def _q(tag: str) -> str:
@@ -154,6 +192,15 @@ def _number(text: str | None, what: str, hi: int) -> int:
         raise MetadataError(f"nova-rdt metadata {what} {text!r} refused "
                             f"(0-{hi})")
     return int(text)
+
+
+def _mask(text: str | None) -> int:
+    # Lower-case hex as the driver writes it, at most 64 ways, never 0.
+    if not text or len(text) > 16 or not all(
+            ch in "0123456789abcdef" for ch in text) or int(text, 16) == 0:
+        raise MetadataError(f"nova-rdt metadata mask {text!r} refused "
+                            f"(1-16 lower-case hex digits, not 0)")
+    return int(text, 16)
 
 
 def _parse_cpus(text: str) -> frozenset[int]:

@@ -24,9 +24,11 @@ share the host's reserved ways: a CBM may not be empty.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from collections.abc import Mapping
 import dataclasses
 
+from nova_rdt.allocation import naming
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 
@@ -132,7 +134,8 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
          root: Schemata, shares: Mapping[str, Schemata],
          mb_full: Mapping[str, int] | None = None,
          rules: Mapping[str, CacheRules] | None = None,
-         others: Mapping[str, Mapping[int, int]] | None = None) -> PmdPlan:
+         others: Mapping[str, Mapping[int, int]] | None = None,
+         pmd_ids: Collection[int] | None = None) -> PmdPlan:
     """The PMD group's schemata.
 
     ``resources`` maps each cache resource (L3, or L3CODE/L3DATA) to its
@@ -141,6 +144,11 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
     ways); ``others`` the union of the masks of the groups the PMD COS
     must not cover (default: the root's).  MB resources
     in ``mb_full`` are set to their maximum: PMDs are never throttled.
+    ``pmd_ids``: the cache ids whose CPUs run PMD threads (None: all).
+    On the others no PMD runs, so there is nothing to share: the PMD
+    group keeps its base (or the host's ways) and sharers placed there
+    are not drawn into it -- the placement rule of
+    :mod:`nova_rdt.allocation.placement` applies on PMD ids only.
     """
     lines: dict[str, dict[int, int]] = {}
     dropped: set[str] = set()
@@ -154,7 +162,8 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
             # a domain did not ask for: that is no allocation to share.
             here = {u: m for u, m in ((u, s.get(res, cid) or 0)
                                       for u, s in shares.items())
-                    if m != fallback}
+                    if m != fallback} \
+                if pmd_ids is None or cid in pmd_ids else {}
             p = plan_id(
                 r, (base.get(res, cid) or 0) if base else 0, here,
                 (others or {}).get(res, {}).get(cid, fallback), fallback)
@@ -199,3 +208,45 @@ def refusal(rules: CacheRules, current: int, pending: int, new: int,
                 f"{want:x}; the PMD mask {_span(grown):x} would also cover "
                 f"ways no sharing VM holds")
     return None
+
+
+def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
+               sharers: Mapping[str, str], base: Schemata | None,
+               pmd_ids: Collection[int] | None) -> PmdPlan:
+    """The PMD COS of a host, from the schemata of its control groups.
+
+    ``groups`` maps every control group's name (the root's is ``/``) to
+    its schemata; ``sharers`` maps each instance that shares with the
+    PMDs (uuid) to its group.  The one rule for the hook (which reads the
+    groups as they are) and the driver (which passes the masks it just
+    decided), so that whichever of them writes last writes the same.
+    The PMD COS may not cover the root's ways, libvirt's groups' or
+    nova-rdt's class groups'.  Foreign groups (pqos ``COS*``, ...)
+    share nothing with instances and a new group starts with every way,
+    so they are left out.
+    """
+    pmd_name = naming.pmd_group(prefix)
+    classes = prefix + naming.CLASS_INFIX
+    share_set = set(sharers.values())
+    others: dict[str, dict[int, int]] = {}
+    for name, s in groups.items():
+        if name != "/" and (name == pmd_name or name in share_set or not (
+                naming.libvirt_group_machine(name)
+                or name.startswith(classes))):
+            continue
+        for res in s.resources():
+            if res not in caps.cache:
+                continue
+            per = others.setdefault(res, {})
+            for cid, mask in s.domains(res).items():
+                per[cid] = per.get(cid, 0) | mask
+    return plan(
+        {name: sorted(res.domains) for name, res in caps.cache.items()},
+        base, groups["/"],
+        {u: groups[g] for u, g in sorted(sharers.items()) if g in groups},
+        {name: bw.unthrottled for name, bw in caps.bandwidth.items()
+         if name == "MB"},
+        rules={name: CacheRules(res.cbm_len, res.min_cbm_bits,
+                                res.sparse_masks)
+               for name, res in caps.cache.items()},
+        others=others, pmd_ids=pmd_ids)

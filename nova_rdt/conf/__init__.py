@@ -90,6 +90,12 @@ hook_opts = [
                 help="Keep the OVS-DPDK PMD cores in a group whose ways are "
                      "pmd_shared_ways joined with the ways of running "
                      "instances with rdt:pmd_share=true (ONP Table 3-1)."),
+    cfg.BoolOpt("compaction", default=False,
+                help="When an instance's ways fit the free ways of a cache "
+                     "id but not in one run, move other instances' masks "
+                     "(never an rdt:slo=latency instance's) to make one. "
+                     "Every move is counted and logged.  Off: such an "
+                     "instance is refused on this host."),
     cfg.StrOpt("ovsdb_connection",
                default="unix:/var/run/openvswitch/db.sock",
                help="OVSDB to read other_config:pmd-cpu-mask from."),

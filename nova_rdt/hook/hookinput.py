@@ -67,7 +67,10 @@ def parse_managed(meta) -> Managed:
         raise HookInputError(str(e)) from None
     return Managed(vcpus=rec.vcpus, pmd_share=rec.pmd_share,
                    rdt_class=rec.rdt_class, monitor=rec.monitor,
-                   mb_mbps=rec.mb_mbps(), slo=rec.slo)
+                   mb_mbps=rec.mb_mbps(), slo=rec.slo,
+                   masks=tuple(sorted(rec.masks.items())),
+                   cache=tuple(rec.cache),
+                   class_masks=tuple(sorted(rec.class_masks.items())))
 
 
 def parse(argv: list[str], stdin: bytes) -> HookEvent | None:

@@ -21,9 +21,12 @@ import os
 
 from nova_rdt import failpoints
 from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import naming
+from nova_rdt.allocation import placement
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
+from nova_rdt.host import enforce
 from nova_rdt.host import ovs
 from nova_rdt.host import prep as host_prep
 from nova_rdt.host import procinfo
@@ -37,6 +40,7 @@ from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import OWNER_LIBVIRT
 from nova_rdt.resctrl.groups import Group
 from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
 
 LOG = logging.getLogger("nova_rdt.hook")
@@ -64,6 +68,22 @@ class ReconcileReport:
     adopted: list[str] = dataclasses.field(default_factory=list)
     # "reason: detail" of what could not be repaired (recovery.REASONS).
     degraded: list[str] = dataclasses.field(default_factory=list)
+
+
+def _ways(masks) -> dict[str, dict[int, int]]:
+    """The number of ways of each mask."""
+    return {r: {cid: cbm.popcount(m) for cid, m in per.items()}
+            for r, per in masks.items()}
+
+
+def pmd_cache_ids(caps, cores) -> frozenset[int] | None:
+    """The cache ids whose CPUs include a PMD core; None when the cores
+    are not known (the PMD rule then holds on every id)."""
+    if not cores:
+        return None
+    return frozenset(cid for res in caps.cache.values()
+                     for cid, dom in res.domains.items()
+                     if set(dom.cpus) & set(cores))
 
 
 class Agent:
@@ -151,6 +171,10 @@ class Agent:
                 holder, schemata, members = \
                     lost.group, lost.schemata, lost.tasks
             else:
+                if holder is not None and m.masks:
+                    self.write_decided(event.name, holder, m)
+                elif holder is not None and m.cache:
+                    self.place_here(event, holder)
                 if m.mb_mbps:
                     self.set_mb_mbps(event.name, holder, m.mb_mbps)
                 schemata, members = self._group_content(holder)
@@ -169,9 +193,106 @@ class Agent:
                 self._restore_group(rec, ReconcileReport())
             failpoints.hit("agent.after_record")
             if m.rdt_class:
-                self.join_class(m.rdt_class, tids)
+                self.join_class(m.rdt_class, tids,
+                                planned=dict(m.class_masks) or None)
             if self.settings.pmd_cos and m.pmd_share:
                 self.sync_pmd(extra=() if recorded else (rec,))
+
+    def _taken(self, caps, skip: set[str]) -> dict[str, dict[int, int]]:
+        """Per cache resource and id, the union of the masks of every
+        control group (the root's, foreign ones' included) but ``skip``."""
+        out: dict[str, dict[int, int]] = {}
+        for g in self.fs.groups(with_mon=False):
+            if g.kind != "ctrl" or g.name in skip:
+                continue
+            try:
+                s = g.schemata()
+            except errors.ResctrlError:
+                continue
+            for res in s.resources():
+                if res not in caps.cache:
+                    continue
+                per = out.setdefault(res, {})
+                for cid, mask in s.domains(res).items():
+                    per[cid] = per.get(cid, 0) | mask
+        return out
+
+    def write_decided(self, name: str, holder: str, m) -> bool:
+        """The masks nova-rdt decided for the domain, into libvirt's group
+        of it, when they are safe (:mod:`nova_rdt.host.enforce`); else
+        libvirt's choice stays and the reason is logged."""
+        caps = self.fs.capabilities()
+        g = self.fs.group(holder)
+        current = g.schemata()
+        skip = {holder}
+        if m.pmd_share:
+            skip.add(naming.pmd_group(self.fs.prefix))
+        lines, why = enforce.check(
+            dict(m.masks),
+            {r: current.domains(r) for r in current.resources()},
+            self._taken(caps, skip),
+            {n: (r.cbm_len, r.min_cbm_bits, r.sparse_masks)
+             for n, r in caps.cache.items()})
+        if why is not None:
+            LOG.warning("%s: the decided masks are not written, libvirt's "
+                        "choice stays: %s", name, why)
+            return False
+        if lines:
+            failpoints.hit("agent.write_decided")
+            kept = self.fs.write_schemata(g, Schemata(lines),
+                                          allow_libvirt=True)
+            LOG.info("%s: decided masks in %s: %s", name, holder,
+                     kept.restricted(lines).format().strip()
+                     .replace("\n", " "))
+        return True
+
+    def place_here(self, event: HookEvent, holder: str) -> bool:
+        """A domain that carries no decided masks (defined by hand, or by
+        an older nova-rdt) is placed here, by the compute's rules
+        (:mod:`nova_rdt.allocation.placement`), against resctrl as it is:
+        a sharer next to the PMD COS, anyone else away from it.  When no
+        placement exists, libvirt's choice stays and that is logged."""
+        m = event.managed
+        assert m is not None
+        view = HostView.collect(self.fs)
+        recs, _bad = self.records.all()
+        domains = {r.uuid: r.name for r in recs if r.alive()}
+        domains[event.uuid] = event.name
+        sharing = {r.uuid for r in recs if r.pmd_share}
+        owners = hostplan.ownership(view, self.fs.prefix, domains,
+                                    self.classes)
+        try:
+            base = hostlayout.plan(view.caps,
+                                   self.settings.reserved_host_ways,
+                                   self.settings.pmd_shared_ways).pmd
+        except hostlayout.HostPrepError:
+            base = None
+        host = hostplan.host_of(view, owners, base, self.settings.pmd_cos)
+        live, live_classes = hostplan.live_masks(view, owners)
+        reservations = {
+            u: placement.Reservation(u, _ways(masks), masks,
+                                     pmd_share=u in sharing, movable=False)
+            for u, masks in live.items() if u != event.uuid}
+        classes = {c: placement.ClassGroup(c, _ways(masks), masks)
+                   for c, masks in live_classes.items()}
+        new = placement.Reservation(
+            event.uuid,
+            hostplan.ways_of({cid: {kind: n} for cid, kind, n in m.cache}),
+            pmd_share=m.pmd_share and self.settings.pmd_cos)
+        try:
+            plan = placement.place(host, reservations, classes, new)
+        except placement.NoPlacement as e:
+            LOG.warning("%s: no placement by nova-rdt's rules (%s); "
+                        "libvirt's choice stays", event.name, e)
+            return False
+        decided = tuple(sorted(
+            ((cid, hostplan.KIND_OF_RESOURCE[res]), mask)
+            for res, per in plan.instances.get(event.uuid, {}).items()
+            for cid, mask in per.items()))
+        LOG.info("%s: no decided masks in its metadata; placed here",
+                 event.name)
+        return self.write_decided(event.name, holder,
+                                  dataclasses.replace(m, masks=decided))
 
     def _lost_group_of(self, uuid: str, pid: int
                        ) -> records_mod.Record | None:
@@ -269,7 +390,11 @@ class Agent:
 
     # -- class groups ----------------------------------------------------
 
-    def join_class(self, name: str, tids) -> str:
+    def join_class(self, name: str, tids,
+                   planned: dict[tuple[int, str], int] | None = None) -> str:
+        """Add ``tids`` to class ``name``'s group, making it first if need
+        be: at the masks nova-rdt decided (``planned``, from the member's
+        metadata) when they are safe, else at free ways found here."""
         cls = self.classes.get(name)
         if cls is None:
             raise IsolationError(f"rdt:class={name} is not defined in "
@@ -279,7 +404,8 @@ class Agent:
             try:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:
-                schemata = self._class_schemata(cls)
+                schemata = self._planned_class_schemata(cls, planned) \
+                    or self._class_schemata(cls)
                 g = self.fs.create_group(gname)
                 failpoints.hit("agent.class_update")
                 try:
@@ -316,6 +442,39 @@ class Agent:
         LOG.warning("class group %s had no ways of its own (a write cut "
                     "short); now %s", g.name,
                     schemata.format().strip().replace("\n", " "))
+
+    def _planned_class_schemata(self, cls: rdtclass.RdtClass,
+                                planned: dict[tuple[int, str], int] | None
+                                ) -> Schemata | None:
+        """The decided class masks, when they hold the class's ways on
+        every cache id, pass the kernel's rules and overlap no group."""
+        if not planned:
+            return None
+        caps = self.fs.capabilities()
+        taken = self._taken(caps, set())
+        lines: dict[str, dict[int, int]] = {}
+        for (cid, kind), mask in planned.items():
+            res = enforce.RESOURCE_OF_KIND.get(kind)
+            info = caps.cache.get(res or "")
+            if info is None or cid not in info.domains:
+                return None
+            if cbm.popcount(mask) != max(cls.l3_ways, info.min_cbm_bits) \
+                    or mask & taken.get(res, {}).get(cid, 0):
+                return None
+            try:
+                cbm.check(mask, info.cbm_len, info.min_cbm_bits,
+                          info.sparse_masks)
+            except cbm.CbmError:
+                return None
+            lines.setdefault(res, {})[cid] = mask
+        want = {n for n in ("L3CODE", "L3DATA") if caps.cdp} or {"L3"}
+        for res in want & set(caps.cache):
+            if set(lines.get(res, {})) != set(caps.cache[res].domains):
+                return None
+        if cls.mb is not None and "MB" in caps.bandwidth:
+            lines["MB"] = {n: cls.mb
+                           for n in caps.bandwidth["MB"].domain_ids}
+        return Schemata(lines)
 
     def _class_schemata(self, cls: rdtclass.RdtClass,
                         skip: str | None = None) -> Schemata:
@@ -395,29 +554,31 @@ class Agent:
             caps = self.fs.capabilities()
             layout = hostlayout.plan(caps, self.settings.reserved_host_ways,
                                    self.settings.pmd_shared_ways)
-            root = self.fs.root_group().schemata()
-            shares = {}
-            share_groups = set()
-            recs, _bad = self.records.all()
-            for rec in [*recs, *extra]:
-                if not (rec.pmd_share and rec.group and rec.alive()):
+            groups = {}
+            for g in self.fs.groups(with_mon=False):
+                if g.kind != "ctrl":
                     continue
                 try:
-                    shares[rec.uuid] = self.fs.group(rec.group).schemata()
+                    groups["/" if g.is_root else g.name] = g.schemata()
                 except errors.GroupNotFound:
-                    continue
-                share_groups.add(rec.group)
-            others = self._other_masks(caps, {gname} | share_groups)
-            mb_full = {name: bw.unthrottled
-                       for name, bw in caps.bandwidth.items() if name == "MB"}
-            plan = pmdplan.plan(
-                {name: sorted(res.domains)
-                 for name, res in caps.cache.items()},
-                layout.pmd, root, shares, mb_full,
-                rules={name: pmdplan.CacheRules(res.cbm_len, res.min_cbm_bits,
-                                                res.sparse_masks)
-                       for name, res in caps.cache.items()},
-                others=others)
+                    continue          # removed meanwhile by libvirt
+            sharers = {}
+            recs, _bad = self.records.all()
+            for rec in [*recs, *extra]:
+                if rec.pmd_share and rec.group and rec.alive() \
+                        and rec.group in groups:
+                    sharers[rec.uuid] = rec.group
+            known = cores
+            if known is None:
+                # OVS did not answer: the PMD group's cores stay, and so
+                # do the cache ids they use.
+                try:
+                    known = set(self.fs.group(gname).cpus())
+                except errors.GroupNotFound:
+                    known = None
+            plan = pmdplan.for_groups(caps, groups, self.fs.prefix, sharers,
+                                      layout.pmd,
+                                      pmd_cache_ids(caps, known))
             self.last_pmd_plan = plan
             if plan.degraded:
                 # libvirt placed a VM the driver did not predict; the
@@ -443,35 +604,6 @@ class Agent:
                           if plan.degraded else ""))
             LOG.info("PMD COS %s", summary)
             return summary
-
-    def _other_masks(self, caps, skip: set[str]
-                     ) -> dict[str, dict[int, int]]:
-        """Per cache resource and id, the union of the masks the PMD COS
-        must not cover: the root's (the host's ways), libvirt's groups and
-        nova-rdt's class groups, except those in ``skip``.  Foreign groups
-        (pqos ``COS*``, ...) share nothing with instances and a new group
-        starts with every way, so they are left out."""
-        out: dict[str, dict[int, int]] = {}
-        classes = self.fs.prefix + naming.CLASS_INFIX
-        for g in self.fs.groups(with_mon=False):
-            if g.kind != "ctrl":
-                continue
-            if not g.is_root and (
-                    g.name in skip
-                    or not (naming.libvirt_group_machine(g.name)
-                            or g.name.startswith(classes))):
-                continue
-            try:
-                s = g.schemata()
-            except errors.ResctrlError:
-                continue
-            for res in s.resources():
-                if res not in caps.cache:
-                    continue
-                per = out.setdefault(res, {})
-                for cid, mask in s.domains(res).items():
-                    per[cid] = per.get(cid, 0) | mask
-        return out
 
     # -- reconcile -------------------------------------------------------
 

@@ -22,6 +22,12 @@ class Managed:
     mb_mbps: tuple[tuple[int, int], ...] = ()
     #: rdt:slo: the runtime controller protects this instance.
     slo: str | None = None
+    #: (cache id, libvirt type) -> the mask nova-rdt decided for the
+    #: domain's ways, and for its class group; empty from older versions.
+    masks: tuple[tuple[tuple[int, str], int], ...] = ()
+    #: (cache id, libvirt type, ways) the domain asked for.
+    cache: tuple[tuple[int, str, int], ...] = ()
+    class_masks: tuple[tuple[tuple[int, str], int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

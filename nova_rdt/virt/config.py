@@ -206,12 +206,16 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
         self.monitor = False
         self.cache: list[tuple[int, str, int]] = []    # id, type, ways
         self.mb: list[tuple[int, int, str]] = []       # id, value, unit
+        # (id, type) -> decided mask, of the instance and of its class.
+        self.masks: dict[tuple[int, str], int] = {}
+        self.class_masks: dict[tuple[int, str], int] = {}
 
     def _record(self) -> metadata.RdtMetadata:
         return metadata.RdtMetadata(
             vcpus=frozenset(self.vcpus), pmd_share=self.pmd_share,
             rdt_class=self.rdt_class, monitor=self.monitor, slo=self.slo,
-            cache=list(self.cache), mb=list(self.mb))
+            cache=list(self.cache), mb=list(self.mb),
+            masks=dict(self.masks), class_masks=dict(self.class_masks))
 
     def format_dom(self):
         return self._record().format_dom()
@@ -222,6 +226,7 @@ class LibvirtConfigGuestMetaNovaRdt(vconfig.LibvirtConfigObject):
         self.pmd_share, self.monitor = rec.pmd_share, rec.monitor
         self.rdt_class, self.slo = rec.rdt_class, rec.slo
         self.cache, self.mb = list(rec.cache), list(rec.mb)
+        self.masks, self.class_masks = dict(rec.masks), dict(rec.class_masks)
 
 
 def _to_kib(size: int, unit: str) -> int:

@@ -33,10 +33,12 @@ from oslo_log import log as logging
 from nova_rdt import conf as rdt_conf
 from nova_rdt import failpoints
 from nova_rdt.allocation import claims as claims_mod
+from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import metadata as meta_mod
 from nova_rdt.allocation import naming
+from nova_rdt.allocation import placement
 from nova_rdt.allocation import planner
-from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
@@ -52,6 +54,7 @@ from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
 from nova_rdt.virt import migration
+from nova_rdt.virt import placer as placer_mod
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -70,10 +73,15 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         super().__init__(virtapi, read_only)
         self._rdt_fs: Resctrl | None = None
         self._rdt_claims = claims_mod.ClaimLedger()
+        # A host that started without resctrl ([rdt] require_resctrl =
+        # False): its library and settings, to look again periodically.
+        self._rdt_pending: tuple[Resctrl, HookSettings] | None = None
         # Why this host offers no RDT right now (resctrl gone after a good
         # start); None while it is healthy.
         self._rdt_degraded: recovery.Degraded | None = None
         self._rdt_settings: HookSettings | None = None
+        # Where every instance's ways go: decided, reserved, enforced.
+        self._rdt_placer: placer_mod.Placer | None = None
 
     # -- host preparation ----------------------------------------------
 
@@ -112,8 +120,17 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                     f"require_resctrl=False to run this host without RDT"
                 ) from e
             LOG.warning("nova-rdt: no resctrl at %s (%s); this host offers "
-                        "no RDT", opts.resctrl_root, e)
+                        "no RDT until it is mounted (looked for at every "
+                        "resource update)", opts.resctrl_root, e)
+            # Kept, to look again from the periodic task.
+            self._rdt_pending = (fs, settings)
             return
+        self._rdt_start(fs, settings)
+
+    def _rdt_start(self, fs: Resctrl, settings: HookSettings) -> None:
+        """Prepare the host's resctrl, then offer RDT: at start, or once
+        resctrl is mounted on a host that started without it."""
+        opts = CONF.rdt
         try:
             summary = host_prep.prepare(fs, opts.reserved_host_ways,
                                         opts.pmd_shared_ways)
@@ -125,9 +142,43 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         LOG.info("nova-rdt: host prepared: root %s, PMD %s, %s ways per "
                  "cache id for instances", summary["root"],
                  summary["pmd"] or "-", summary["managed_ways"])
+        self._rdt_pending = None
         self._rdt_fs = fs
         self._rdt_settings = settings
+        self._rdt_placer = placer_mod.Placer(
+            fs, self._rdt_classes, opts.reserved_host_ways,
+            opts.pmd_shared_ways, opts.pmd_cos, compaction=opts.compaction)
+        self._rdt_adopt()
         self._rdt_reconcile(settings, fs)
+
+    def _rdt_adopt(self) -> None:
+        """Reservations back from the defined domains' metadata: a stopped
+        instance keeps its ways across a restart, as Nova keeps its
+        allocations."""
+        try:
+            guests = self._host.list_guests(only_running=False)
+        except Exception as e:                      # pragma: no cover
+            LOG.warning("nova-rdt: cannot list domains to re-reserve "
+                        "their ways: %s", e)
+            return
+        adopted = []
+        for guest in guests:
+            try:
+                md = guest_rdt.read_metadata(guest.get_xml_desc())
+            except meta_mod.MetadataError as e:
+                LOG.warning("nova-rdt: %s: unreadable nova-rdt metadata "
+                            "(%s); its ways are not reserved", guest.name, e)
+                continue
+            except Exception:                       # pragma: no cover
+                continue
+            if md is None or not (md.cache or md.rdt_class):
+                continue
+            self._rdt_placer.adopt(guest.uuid, guest.name, md,
+                                   movable=md.slo != "latency")
+            adopted.append(guest.name)
+        if adopted:
+            LOG.info("nova-rdt: reserved the ways of defined domains %s",
+                     ", ".join(sorted(adopted)))
 
     def _rdt_reconcile(self, settings: HookSettings, fs: Resctrl
                        ) -> dict | None:
@@ -160,10 +211,17 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     # -- host state ----------------------------------------------------
 
-    @functools.cached_property
+    @property
     def _rdt_libvirt_caps(self) -> libvirt_caps.LibvirtRdtCaps:
-        conn = self._host.get_connection()
-        return libvirt_caps.parse(conn.getCapabilities())
+        """libvirt's view of the host's caches, read once it has one: on
+        a host where resctrl came after libvirtd, it has none at first."""
+        caps = self.__dict__.get("_rdt_caps_memo")
+        if caps is None:
+            conn = self._host.get_connection()
+            caps = libvirt_caps.parse(conn.getCapabilities())
+            if caps.banks:
+                self.__dict__["_rdt_caps_memo"] = caps
+        return caps
 
     @functools.cached_property
     def _rdt_classes(self) -> dict[str, rdtclass.RdtClass]:
@@ -209,11 +267,14 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         then publishes no RDT (:meth:`get_available_resource`) until
         resctrl answers again, when it is prepared and reconciled anew.
         """
+        if self._rdt_pending is not None and not self._rdt_arrived():
+            return None
         if self._rdt_degraded is not None and not self._rdt_back():
             return None
         live = self._rdt_live()
         if live is None:
             return None
+        defined = None
         try:
             defined = {d.UUIDString() for d in
                        self._host.list_instance_domains(only_running=False)}
@@ -222,7 +283,14 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 LOG.info("nova-rdt: dropped stale claims of %s", gone)
         except Exception:                       # pragma: no cover
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
-        return self._rdt_claims.effective(*live)
+        state, _allocated = live
+        if self._rdt_placer is not None:
+            gone = self._rdt_placer.forget_unless(defined, CLAIM_GRACE_S)
+            if gone:
+                LOG.info("nova-rdt: dropped the reservations of undefined "
+                         "domains %s", gone)
+            return self._rdt_placer.effective(state)
+        return state
 
     def _rdt_collect(self) -> HostView | None:
         """resctrl as it is now, or None once it is found gone.
@@ -247,6 +315,26 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             f"{CONF.rdt.resctrl_root}: {e}; this host places no RDT "
             f"instance until resctrl is back")
         LOG.error("%s", self._rdt_degraded.line())
+
+    def _rdt_arrived(self) -> bool:
+        """resctrl was not there at start: is it now?  Then the host is
+        prepared, reconciled and offers RDT from this resource update on,
+        without a restart of nova-compute."""
+        fs, settings = self._rdt_pending
+        try:
+            fs.capabilities()
+        except Exception as e:
+            LOG.debug("nova-rdt: still no resctrl at %s: %s",
+                      settings.resctrl_root, e)
+            return False
+        try:
+            self._rdt_start(fs, settings)
+        except exception.InvalidConfiguration as e:
+            LOG.error("%s", e)
+            return False
+        LOG.info("nova-rdt: resctrl is mounted at %s; RDT offered from now",
+                 settings.resctrl_root)
+        return True
 
     def _rdt_back(self) -> bool:
         """resctrl answers again (remounted, possibly empty): prepare the
@@ -326,7 +414,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         request = self._rdt_request(instance)
         monitor_default = self._rdt_monitor_default(request)
         if request is None and not monitor_default:
-            self._rdt_claims.release(instance.uuid)
+            self._rdt_release(instance.uuid)
             return
         live = self._rdt_live()
         if live is None:
@@ -341,8 +429,8 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         except planner.CannotHonour as e:
             self._rdt_refuse_or_ignore(instance, request, str(e))
             return
-        self._rdt_claim(instance, request, d, state, allocated,
-                        exception.ComputeResourcesUnavailable)
+        plan = self._rdt_claim(instance, request, d, state, allocated,
+                               exception.ComputeResourcesUnavailable)
         failpoints.hit("driver.after_claim")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
@@ -350,72 +438,54 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 guest.cputune)
             guest.cputune.cachetunes = caches
             guest.cputune.memorytunes = mems
-        guest.metadata.append(guest_rdt.metadata(request, d, state))
+        meta = guest_rdt.metadata(request, d, state)
+        # The decided positions travel with the domain: the hook writes
+        # them for a start the driver does not see, and a restart of
+        # nova-compute reserves them again.
+        meta.masks = placer_mod.metadata_masks(
+            plan.instances.get(instance.uuid))
+        if request is not None and request.rdt_class:
+            meta.class_masks = placer_mod.metadata_masks(
+                plan.classes.get(request.rdt_class))
+        guest.metadata.append(meta)
         LOG.info("nova-rdt: vCPUs %s get L3 %s, MB %s, monitor %s",
                  sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
                  instance=instance)
 
-    def _rdt_claim(self, instance, request, d, state, allocated, refuse):
-        """Claim ``d`` for ``instance`` as a spawn does, PMD share
-        included, or raise ``refuse(reason=...)``: one path for spawns and
-        live-migration destinations."""
-        sharing = bool(request is not None and request.pmd_share)
-        try:
-            masks = self._rdt_claims.claim(instance.uuid, instance.name, d,
-                                           state, allocated, sharing)
-        except planner.CannotHonour as e:
-            raise refuse(reason=f"nova-rdt: {e}") from e
-        why = self._rdt_pmd_refusal(instance.uuid, masks, sharing)
-        if why:
-            self._rdt_claims.release(instance.uuid)
-            raise refuse(reason=f"nova-rdt: PMD COS: {why}")
-        return masks
+    def _rdt_claim(self, instance, request, d, state, allocated, refuse,
+                   dry_run=False):
+        """Decide where ``d``'s ways go and reserve them, or raise
+        ``refuse(reason=...)``: one path for spawns and live-migration
+        destinations.  Returns the host's plan with them.
 
-    def _rdt_pmd_refusal(self, uuid: str, masks, sharing: bool
-                         ) -> str | None:
-        """Why libvirt's predicted placement would break the PMD COS.
-
-        The PMD mask must stay one run over the base and the sharing VMs
-        only (:mod:`nova_rdt.allocation.pmdplan`); a boot that would make
-        that impossible is refused here, so Nova reschedules, instead of
-        leaving the hook a layout it cannot share with.
+        The position is nova-rdt's (:mod:`nova_rdt.allocation.placement`),
+        not a prediction of libvirt's: sharers next to the PMD COS,
+        others and classes apart from it, a class not made yet costing
+        its CLOS and ways.  Refused only when no valid placement exists.
         """
-        if not CONF.rdt.pmd_cos or not masks or self._rdt_fs is None:
-            return None
-        view = self._rdt_collect()
-        if view is None:
-            return "resctrl stopped answering"
-        groups = {g.name: g for g in view.groups if g.kind == "ctrl"}
-        pmd = groups.get(naming.pmd_group(self._rdt_fs.prefix))
-        if pmd is None:
-            return None
-        root = groups.get("/")
-        live, allocated = self._rdt_live() or (None, set())
-        pending = []
-        if live is not None:
-            _state, placed = self._rdt_claims.placements(live, allocated,
-                                                         exclude=uuid)
-            pending = [m for c, m in placed if c.pmd_share]
-        for cid, per in sorted(masks.items()):
-            for kind, new in sorted(per.items()):
-                res = pmdplan.RESOURCE_OF_KIND[kind]
-                caps = view.caps.cache.get(res)
-                if caps is None:
-                    continue
-                current = pmd.schemata.get(res, {}).get(cid, 0)
-                if root is not None and \
-                        current == root.schemata.get(res, {}).get(cid):
-                    current = 0           # sharing only the host's ways
-                claimed = 0
-                for m in pending:
-                    claimed |= m.get(cid, {}).get(kind, 0)
-                why = pmdplan.refusal(
-                    pmdplan.CacheRules(caps.cbm_len, caps.min_cbm_bits,
-                                       caps.sparse_masks),
-                    current, claimed, new, sharing)
-                if why:
-                    return f"{res} cache id {cid}: {why}"
-        return None
+        sharing = bool(request is not None and request.pmd_share)
+        rdt_class = request.rdt_class if request is not None else None
+        slo = request.slo if request is not None else None
+        if self._rdt_placer is None:
+            raise refuse(reason="nova-rdt: this host has no resctrl (RDT)")
+        try:
+            plan = self._rdt_placer.claim(
+                instance.uuid, instance.name, hostplan.ways_of(d.cache),
+                pmd_share=sharing and CONF.rdt.pmd_cos, rdt_class=rdt_class,
+                movable=slo != "latency", dry_run=dry_run)
+        except placement.NoPlacement as e:
+            raise refuse(reason=f"nova-rdt: {e}") from e
+        except (rdt_errors.ResctrlError, OSError) as e:
+            raise refuse(reason=f"nova-rdt: resctrl: {e}") from e
+        if not dry_run:
+            self._rdt_claims.record(instance.uuid, instance.name, d,
+                                    sharing)
+        return plan
+
+    def _rdt_release(self, uuid: str) -> None:
+        self._rdt_claims.release(uuid)
+        if self._rdt_placer is not None:
+            self._rdt_placer.release(uuid)
 
     def _rdt_refuse_or_ignore(self, instance, request, reason):
         if request is None:
@@ -428,6 +498,43 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             return
         raise exception.ComputeResourcesUnavailable(
             reason=f"nova-rdt: {reason}")
+
+    def _create_guest(self, context, xml, instance, power_on=True,
+                      pause=False, post_xml_callback=None):
+        """Every start of a domain Nova builds: libvirt allocates from the
+        ``<cachetune>`` sizes wherever it likes, then nova-rdt writes the
+        decided masks into libvirt's group while the guest is paused, and
+        only then lets it run.  Starts are serialised with placements, so
+        one start's temporary ways never meet another's plan.  A failure
+        to write leaves the guest paused and raises: never a VM running
+        without the isolation its flavor asked for."""
+        placer = self._rdt_placer
+        if not (power_on or pause) or placer is None \
+                or instance.uuid not in placer \
+                or not placer.masks_of(instance.uuid):
+            return super()._create_guest(
+                context, xml, instance, power_on=power_on, pause=pause,
+                post_xml_callback=post_xml_callback)
+        with placer.starting():
+            guest = super()._create_guest(
+                context, xml, instance, power_on=power_on, pause=True,
+                post_xml_callback=post_xml_callback)
+            try:
+                failpoints.hit("driver.before_enforce")
+                group = placer.enforce(instance.uuid)
+            except (placement.NoPlacement, rdt_errors.ResctrlError,
+                    OSError) as e:
+                LOG.error("nova-rdt: cannot write the decided masks: %s; "
+                          "the guest is left paused", e, instance=instance)
+                raise exception.InstanceUnacceptable(
+                    instance_id=instance.uuid,
+                    reason=f"nova-rdt: cannot apply its cache ways: {e}"
+                ) from e
+            LOG.debug("nova-rdt: masks of %s written before it runs",
+                      group, instance=instance)
+        if not pause:
+            guest.resume()
+        return guest
 
     def spawn(self, context, instance, image_meta, injected_files,
               admin_password, allocations, network_info=None,
@@ -450,7 +557,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
                 destroy_disks=destroy_disks, migrate_data=migrate_data,
                 destroy_vifs=destroy_vifs, destroy_secrets=destroy_secrets)
         finally:
-            self._rdt_claims.release(instance.uuid)
+            self._rdt_release(instance.uuid)
 
     def _cleanup_resize(self, context, instance, network_info):
         super()._cleanup_resize(context, instance, network_info)
@@ -459,7 +566,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         try:
             self._host.get_guest(instance)
         except exception.InstanceNotFound:
-            self._rdt_claims.release(instance.uuid)
+            self._rdt_release(instance.uuid)
 
     def confirm_migration(self, context, migration, instance, network_info):
         super().confirm_migration(context, migration, instance, network_info)
@@ -468,4 +575,4 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         # transient leftover, a failed undefine): its ways are not ours
         # to promise any more.
         if migration.source_compute != migration.dest_compute:
-            self._rdt_claims.release(instance.uuid)
+            self._rdt_release(instance.uuid)

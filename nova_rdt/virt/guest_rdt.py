@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from lxml import etree
 
 from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import metadata as meta_mod
+from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import spec
 from nova_rdt.virt import config as rdt_config
@@ -102,6 +104,14 @@ def metadata(request: spec.RdtRequest | None, d: planner.Demand,
     unit = state.mb.units if state.mb else "percent"
     meta.mb = [(mid, value, unit) for mid, value in sorted(d.mb.items())]
     return meta
+
+
+def read_metadata(xml: str) -> meta_mod.RdtMetadata | None:
+    """nova-rdt's record in a domain XML (None: not nova-rdt's); raises
+    MetadataError when it is not one this version reads."""
+    dom = etree.fromstring(xml.encode())
+    el = dom.find(f"metadata/{{{naming.METADATA_NS}}}instance")
+    return None if el is None else meta_mod.RdtMetadata.parse_dom(el)
 
 
 def rewrite_xml(xml: str, parts: Sequence, meta) -> str:

@@ -33,42 +33,84 @@ class LiveMigrationMixin:
     claims.
     """
 
+    # Where the destination decides, and when it reserves.  Nova runs
+    # post_claim_migrate_data only for instances with a NUMA topology, so
+    # every instance is *checked* in check_can_live_migrate_destination
+    # (a refusal there is a MigrationPreCheckError: the conductor tries
+    # another host), and the ways are *reserved* in pre_live_migration,
+    # once the conductor's own checks and port bindings have passed.  A
+    # migration that fails from then on goes through
+    # rollback_live_migration_at_destination, which releases at once; one
+    # that fails before never reserved anything.
+
+    def check_can_live_migrate_destination(self, context, instance,
+                                           src_compute_info,
+                                           dst_compute_info,
+                                           block_migration=False,
+                                           disk_over_commit=False):
+        data = super().check_can_live_migrate_destination(
+            context, instance, src_compute_info, dst_compute_info,
+            block_migration=block_migration,
+            disk_over_commit=disk_over_commit)
+        if instance.numa_topology is None:
+            # A NUMA instance is checked against the cells Nova claims for
+            # it, in post_claim_migrate_data.
+            self._rdt_destination_claim(instance, None, dry_run=True)
+        return data
+
     def post_claim_migrate_data(self, context, instance, migrate_data,
                                 claim):
-        """On the destination: plan and claim, or refuse the migration."""
+        """On the destination, for a NUMA instance: check its RDT request
+        against the host cells Nova just claimed."""
         migrate_data = super().post_claim_migrate_data(
             context, instance, migrate_data, claim)
+        self._rdt_destination_claim(instance, claim.claimed_numa_topology,
+                                    dry_run=True)
+        return migrate_data
+
+    def pre_live_migration(self, context, instance, block_device_info,
+                           network_info, disk_info, migrate_data):
+        """On the destination, before the source starts sending: reserve
+        the instance's ways, or refuse (the source then rolls back)."""
+        mc = instance.migration_context
+        topology = mc.new_numa_topology if mc and mc.new_numa_topology \
+            else instance.numa_topology
+        self._rdt_destination_claim(instance, topology)
+        try:
+            failpoints.hit("migration.dest_claim")
+            return super().pre_live_migration(
+                context, instance, block_device_info, network_info,
+                disk_info, migrate_data)
+        except BaseException:
+            # Nova may not roll back at the destination for a failure
+            # here; the reservation must not outlive the attempt.
+            self._rdt_release(instance.uuid)
+            raise
+
+    def _rdt_destination_claim(self, instance, topology, dry_run=False):
+        """Plan ``instance`` here as a spawn would, PMD share included;
+        reserve its ways unless ``dry_run``.  Raises
+        MigrationPreCheckError naming what this host cannot give."""
         request = self._rdt_request(instance)
         if request is None:
-            return migrate_data
+            return
         live = self._rdt_live()
         if live is None:
             if CONF.rdt.missing_rdt_policy == "ignore":
-                return migrate_data
+                return
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")
         state, allocated = live
         try:
-            d = guest_rdt.demand(request, instance.flavor.vcpus,
-                                 claim.claimed_numa_topology, state,
-                                 self._rdt_host_cells(),
+            d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
+                                 state, self._rdt_host_cells(),
                                  self._rdt_monitor_default(request))
         except planner.CannotHonour as e:
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
                        f"RDT request: {e}") from e
-        # The same claim as a spawn's, PMD share and its refusal included:
-        # an arriving sharer must count in the PMD COS like a booted one.
         self._rdt_claim(instance, request, d, state, allocated,
-                        _precheck_error)
-        try:
-            failpoints.hit("migration.dest_claim")
-        except BaseException:
-            # Nova drops its own move claim when this raises; ours must
-            # go too, or it blocks the ways until CLAIM_GRACE_S.
-            self._rdt_claims.release(instance.uuid)
-            raise
-        return migrate_data
+                        _precheck_error, dry_run=dry_run)
 
     def post_live_migration_at_source(self, context, instance,
                                       network_info):
@@ -76,7 +118,7 @@ class LiveMigrationMixin:
         super().post_live_migration_at_source(context, instance,
                                               network_info)
         failpoints.hit("migration.source_release")
-        self._rdt_claims.release(instance.uuid)
+        self._rdt_release(instance.uuid)
 
     def rollback_live_migration_at_destination(self, context, instance,
                                                network_info,
@@ -88,7 +130,7 @@ class LiveMigrationMixin:
                 context, instance, network_info, block_device_info,
                 destroy_disks=destroy_disks, migrate_data=migrate_data)
         finally:
-            self._rdt_claims.release(instance.uuid)
+            self._rdt_release(instance.uuid)
 
     def _live_migration_operation(self, context, instance, dest,
                                   block_migration, migrate_data, guest,

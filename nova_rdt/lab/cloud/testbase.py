@@ -160,6 +160,12 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
     ADMIN_API = True
     microversion = "latest"
 
+    #: Make the resctrl groups libvirt makes when a domain starts, with
+    #: libvirt's own allocator (a port of virresctrl.c,
+    #: :mod:`nova_rdt.lab.isolation.libvirt_alloc`), and remove them when
+    #: it stops: fakelibvirt knows nothing of resctrl.
+    RDT_LIBVIRT_ALLOCATES = True
+
     def setUp(self):
         # Registered before Nova's own set-up so that they run after its
         # cleanups (the computes stop first, then the emulators unmount,
@@ -206,7 +212,47 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         orig_caps = conn_cls.getCapabilities
         orig_define = conn_cls.defineXML
         orig_create = conn_cls.createXML
+        orig_running = conn_cls._mark_running
+        orig_stopped = conn_cls._mark_not_running
         hosts, captured = self._rdt_hosts, self._captured
+        allocates = self.RDT_LIBVIRT_ALLOCATES
+
+        def latest_xml(hostname, uuid):
+            for c in reversed(captured):
+                if c.hostname == hostname and c.uuid == uuid:
+                    return c.xml
+            return None
+
+        orig_xmldesc = fakelibvirt.Domain.XMLDesc
+
+        def XMLDesc(dom, flags):
+            # fakelibvirt writes its XML anew from what it parsed, without
+            # the <metadata> libvirt keeps: put nova-rdt's back, as
+            # libvirt would return it.
+            xml = orig_xmldesc(dom, flags)
+            defined = latest_xml(dom._connection.hostname, dom.UUIDString())
+            if defined is None:
+                return xml
+            return with_rdt_metadata(xml, defined)
+
+        def _mark_running(conn, dom):
+            # libvirt makes a domain's resctrl groups before its vCPUs
+            # run, and refuses the start when it cannot.
+            host = hosts.get(conn.hostname)
+            if allocates and host is not None and isinstance(
+                    host.emulator, emu_mount.Emulator):
+                xml = latest_xml(conn.hostname, dom.UUIDString())
+                if xml is not None:
+                    libvirt_allocate(host, conn._id_counter, dom.name(),
+                                     xml)
+            return orig_running(conn, dom)
+
+        def _mark_not_running(conn, dom):
+            host = hosts.get(conn.hostname)
+            if allocates and host is not None and isinstance(
+                    host.emulator, emu_mount.Emulator):
+                libvirt_remove(host, dom.name())
+            return orig_stopped(conn, dom)
 
         def getCapabilities(conn):
             xml = orig_caps(conn)
@@ -227,9 +273,13 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
 
         for name, func in (("getCapabilities", getCapabilities),
                            ("defineXML", defineXML),
-                           ("createXML", createXML)):
+                           ("createXML", createXML),
+                           ("_mark_running", _mark_running),
+                           ("_mark_not_running", _mark_not_running)):
             self.useFixture(fixtures.MonkeyPatch(
                 f"nova.tests.fixtures.libvirt.Connection.{name}", func))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.tests.fixtures.libvirt.Domain.XMLDesc", XMLDesc))
 
     # -- RDT hosts ------------------------------------------------------------
 
@@ -364,3 +414,83 @@ class RdtMigrationTestBase(LibvirtMigrationMixin, RdtServersTestBase):
     Set ``self.server``, ``self.src`` and ``self.dest`` (compute services)
     before migrating, as LibvirtMigrationMixin requires.
     """
+
+
+def _resctrl_of(host: RdtHost):
+    from nova_rdt.resctrl.groups import Resctrl
+
+    return Resctrl(host.resctrl_root, sysfs_cpu=host.sysfs_cpu_root)
+
+
+def libvirt_allocate(host: RdtHost, domain_id: int, name: str,
+                     xml: str) -> None:
+    """What libvirt's virResctrlAllocCreate does for a starting domain:
+    its allocator's choice of ways for each ``<cachetune>``/``<memorytune>``
+    and the groups made with it (no vCPU tasks: fakelibvirt runs no
+    threads).  Raises libvirtError with libvirt's message when it would."""
+    from nova_rdt.lab.isolation import libvirt_alloc as alloc_mod
+    from nova_rdt.lab.isolation import libvirt_tune
+    from nova_rdt.resctrl import errors
+    from nova_rdt.resctrl.groups import Group
+
+    dom = etree.fromstring(xml.encode())
+    tunes = alloc_mod.parse_tunes(
+        etree.tostring(e) for e in dom.findall("cputune/cachetune")
+        + dom.findall("cputune/memorytune"))
+    if not tunes:
+        return
+    fs = _resctrl_of(host)
+    made: list = []
+    try:
+        with fs.locked():
+            allocs = alloc_mod.plan_all(
+                tunes, libvirt_tune.read_state(fs), domain_id, name)
+            for a in allocs:
+                if a.group is not None:
+                    g = Group(fs, a.group)
+                    libvirt_tune._mkdir(fs, g)
+                    made.append(g)
+                    fs.write_schemata(g, a.schemata, allow_libvirt=True)
+                for m in a.monitors:
+                    if m.name is not None:
+                        mg = Group(fs, m.name, m.parent)
+                        libvirt_tune._mkdir(fs, mg)
+                        made.append(mg)
+    except (alloc_mod.TuneError, errors.ResctrlError) as e:
+        libvirt_tune._undo(fs, made)
+        raise fakelibvirt.make_libvirtError(
+            fakelibvirt.libvirtError, str(e),
+            error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
+            error_domain=fakelibvirt.VIR_FROM_DOMAIN) from None
+
+
+def libvirt_remove(host: RdtHost, name: str) -> None:
+    """virResctrlAllocRemove: the stopped domain's groups go."""
+    from nova_rdt.allocation import naming
+
+    fs = _resctrl_of(host)
+    with fs.locked():
+        for g in fs.groups(with_mon=True):
+            if naming.is_libvirt_group_of(g.name, name):
+                try:
+                    fs.ops.rmdir(g.path)
+                except FileNotFoundError:
+                    pass
+
+
+def with_rdt_metadata(xml: str, defined: str) -> str:
+    """``xml`` with the nova-rdt ``<metadata>`` record of ``defined``."""
+    from nova_rdt.allocation import naming
+
+    tag = f"{{{naming.METADATA_NS}}}instance"
+    src = etree.fromstring(defined.encode()).find(f"metadata/{tag}")
+    if src is None:
+        return xml
+    dom = etree.fromstring(xml.encode())
+    md = dom.find("metadata")
+    if md is None:
+        md = etree.SubElement(dom, "metadata")
+    for old in md.findall(tag):
+        md.remove(old)
+    md.append(src)
+    return etree.tostring(dom, encoding="unicode")

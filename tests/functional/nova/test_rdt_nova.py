@@ -223,8 +223,7 @@ class TestParallel(RdtNovaTestBase):
         # The compute refused it before defining a domain, and Nova's
         # reschedule found no other host.
         self.assertIn("Exhausted all hosts", failed[0]["fault"]["message"])
-        self.assertIn("nova-rdt: not enough contiguous free L3 ways on "
-                      "cache id 0: 4 needed, free runs 1",
+        self.assertIn("nova-rdt: L3 cache id 0: no room for 4 ways",
                       self.stdlog.logger.output)
         st = self.computes["rdt1"].driver.rdt_host_state()
         for cid in (0, 1):

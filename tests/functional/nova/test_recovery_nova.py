@@ -183,15 +183,19 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
 
     def test_destination_claim_carries_the_pmd_share(self):
         self._setup()
-        ledger = self.dest.driver._rdt_claims
+        placer = self.dest.driver._rdt_placer
         claimed = []
-        real = ledger.claim
+        real = placer.claim
 
-        def spy(uuid, name, d, live, allocated, pmd_share=False):
-            claimed.append((uuid, pmd_share))
-            return real(uuid, name, d, live, allocated, pmd_share)
+        def spy(uuid, domain, ways, pmd_share=False, rdt_class=None,
+                movable=True, dry_run=False):
+            if not dry_run:
+                claimed.append((uuid, pmd_share))
+            return real(uuid, domain, ways, pmd_share=pmd_share,
+                        rdt_class=rdt_class, movable=movable,
+                        dry_run=dry_run)
 
-        with mock.patch.object(ledger, "claim", side_effect=spy):
+        with mock.patch.object(placer, "claim", side_effect=spy):
             self._live_migrate(self.server, "completed")
         # The same claim as a spawn's: a sharer arriving counts in the
         # PMD COS (it did not before: pmd_share was left out).

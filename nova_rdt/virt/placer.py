@@ -1,0 +1,324 @@
+"""The compute's placement of RDT instances: decided, reserved, enforced.
+
+The driver composes one :class:`Placer` (as Nova's driver composes its
+``Host``).  It keeps a reservation per instance with the *positions* of
+its ways, decided by :mod:`nova_rdt.allocation.placement` against
+resctrl as it is plus every reservation (instances claimed but not
+started, stopped ones, classes whose group does not exist yet).  When
+the domain starts, libvirt allocates from the ``<cachetune>`` sizes
+wherever it likes; :meth:`Placer.enforce` then writes the decided masks
+into libvirt's group (and the PMD COS's), under the resctrl flock,
+while the guest is still paused.  :meth:`Placer.starting` serialises
+starts with placements, so one start's temporary ways never meet
+another's plan.
+
+Reservations outlive a stop, as Nova keeps a stopped instance's
+allocations: the decided masks travel in the domain's nova-rdt metadata,
+and :meth:`Placer.adopt` rebuilds the book from the defined domains at
+start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+import contextlib
+import dataclasses
+import threading
+import time
+
+from oslo_log import log as logging
+
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import hostplan
+from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import metadata as meta_mod
+from nova_rdt.allocation import placement
+from nova_rdt.allocation import pmdplan
+from nova_rdt.allocation import rdtclass
+from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.resctrl.schemata import Schemata
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One instance's reservation and the domain that carries it."""
+
+    domain: str
+    reservation: placement.Reservation
+    created: float = 0.0
+
+
+class Placer:
+    def __init__(self, fs: Resctrl, classes: Mapping[str, rdtclass.RdtClass],
+                 reserved_host_ways: int, pmd_shared_ways: int,
+                 pmd_cos: bool, compaction: bool = False,
+                 clock=time.monotonic):
+        self.fs = fs
+        self.classes = dict(classes)
+        self.reserved_host_ways = reserved_host_ways
+        self.pmd_shared_ways = pmd_shared_ways
+        self.pmd_cos = pmd_cos
+        self.compaction = compaction
+        self._book: dict[str, Entry] = {}
+        self._class_masks: dict[str, placement.PerId] = {}
+        self._lock = threading.RLock()
+        self._clock = clock
+
+    # -- the book --------------------------------------------------------
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._book
+
+    def masks_of(self, uuid: str) -> placement.PerId | None:
+        e = self._book.get(uuid)
+        return e.reservation.masks if e else None
+
+    def class_masks(self, name: str) -> placement.PerId | None:
+        return self._class_masks.get(name)
+
+    def release(self, uuid: str) -> bool:
+        with self._lock:
+            e = self._book.pop(uuid, None)
+            if e is not None and e.reservation.rdt_class and not any(
+                    x.reservation.rdt_class == e.reservation.rdt_class
+                    for x in self._book.values()):
+                self._class_masks.pop(e.reservation.rdt_class, None)
+            return e is not None
+
+    def forget_unless(self, defined: Iterable[str] | None,
+                      grace: float) -> list[str]:
+        """Drop the reservations of instances no longer defined here, once
+        ``grace`` seconds old: a claim precedes its domain's definition
+        by the build's plugging time.  None (listing failed): keep all."""
+        if defined is None:
+            return []
+        keep, now = set(defined), self._clock()
+        with self._lock:
+            gone = [u for u, e in self._book.items()
+                    if u not in keep and now - e.created > grace]
+            for u in gone:
+                self.release(u)
+        return gone
+
+    def effective(self, state: hoststate.HostRdtState
+                  ) -> hoststate.HostRdtState:
+        """``state`` (resctrl as it is) with every reservation that has no
+        group yet laid on at its decided position: instances claimed or
+        stopped, and classes whose group is still to be made."""
+        with self._lock:
+            if not self._book:
+                return state
+            view = HostView.collect(self.fs)
+            owners = hostplan.ownership(
+                view, self.fs.prefix,
+                {u: e.domain for u, e in self._book.items()}, self.classes)
+            extra: list[placement.PerId] = []
+            for uuid, e in self._book.items():
+                r = e.reservation
+                if uuid not in owners.instances and r.masks and any(
+                        r.masks.values()):
+                    extra.append(r.masks)
+            for name, masks in self._class_masks.items():
+                if name not in owners.classes and masks:
+                    extra.append(masks)
+            for masks in extra:
+                state = state.with_allocation(_by_kind(masks))
+            return state
+
+    @contextlib.contextmanager
+    def starting(self):
+        """Held from a domain's creation until its masks are written."""
+        with self._lock:
+            yield
+
+    # -- deciding --------------------------------------------------------
+
+    def _inputs(self, view: HostView):
+        owners = hostplan.ownership(
+            view, self.fs.prefix,
+            {u: e.domain for u, e in self._book.items()}, self.classes)
+        base = None
+        if self.pmd_cos and self.pmd_shared_ways:
+            try:
+                base = hostlayout.plan(view.caps, self.reserved_host_ways,
+                                       self.pmd_shared_ways).pmd
+            except hostlayout.HostPrepError:
+                base = None
+        host = hostplan.host_of(view, owners, base, self.pmd_cos)
+        live, live_classes = hostplan.live_masks(view, owners)
+        reservations = {}
+        for uuid, e in self._book.items():
+            r = e.reservation
+            if uuid in live and any(live[uuid].values()):
+                # What resctrl holds is where the instance is.
+                r = dataclasses.replace(r, masks=live[uuid])
+            reservations[uuid] = r
+        groups = {}
+        in_use = {e.reservation.rdt_class for e in self._book.values()
+                  if e.reservation.rdt_class}
+        for name in in_use | set(live_classes):
+            c = self.classes.get(name)
+            if c is None:
+                continue
+            ways = {r: {cid: max(c.l3_ways, host.resources[r].min_bits)
+                        for cid in host.ids[r]} for r in host.resources}
+            groups[name] = placement.ClassGroup(
+                name, ways, live_classes.get(name)
+                or self._class_masks.get(name))
+        return owners, host, reservations, groups
+
+    def claim(self, uuid: str, domain: str, ways: placement.PerId,
+              pmd_share: bool = False, rdt_class: str | None = None,
+              movable: bool = True, dry_run: bool = False
+              ) -> placement.Plan:
+        """Decide where ``uuid``'s ways go and reserve them (only decide,
+        with ``dry_run``: a live migration's destination check).
+
+        Raises :class:`placement.NoPlacement` when no valid placement
+        exists; the book is then unchanged.
+        """
+        with self._lock:
+            view = HostView.collect(self.fs)
+            _owners, host, reservations, groups = self._inputs(view)
+            old = reservations.get(uuid)
+            new = placement.Reservation(
+                uuid, ways, old.masks if old and old.ways == ways else None,
+                pmd_share=pmd_share, rdt_class=rdt_class, movable=movable)
+            plan = placement.place(host, reservations, groups, new,
+                                   compaction=self.compaction)
+            if dry_run:
+                return plan
+            for moved in plan.moved:
+                LOG.info("nova-rdt: compaction moves %s to %s", moved,
+                         plan.instances[moved])
+                e = self._book[moved]
+                self._book[moved] = dataclasses.replace(
+                    e, reservation=dataclasses.replace(
+                        e.reservation, masks=plan.instances[moved]))
+            self._book[uuid] = Entry(domain, dataclasses.replace(
+                new, masks=plan.instances.get(uuid, {})), self._clock())
+            for name, masks in plan.classes.items():
+                self._class_masks[name] = masks
+            return plan
+
+    def adopt(self, uuid: str, domain: str, md: meta_mod.RdtMetadata,
+              movable: bool = True) -> None:
+        """Rebuild a reservation from a defined domain's metadata (at
+        start-up; a stopped instance keeps its place)."""
+        ways: dict[str, dict[int, int]] = {}
+        masks: dict[str, dict[int, int]] = {}
+        for cid, kind, n, mask in md.placed_cache():
+            res = hostplan.RESOURCE_OF_KIND[kind]
+            ways.setdefault(res, {})[cid] = n
+            if mask:
+                masks.setdefault(res, {})[cid] = mask
+        placed = masks if masks and all(
+            cid in masks.get(r, {}) for r, per in ways.items()
+            for cid in per) else None
+        with self._lock:
+            self._book[uuid] = Entry(domain, placement.Reservation(
+                uuid, ways, placed, pmd_share=md.pmd_share,
+                rdt_class=md.rdt_class, movable=movable), self._clock())
+
+    # -- enforcing -------------------------------------------------------
+
+    def enforce(self, uuid: str) -> str | None:
+        """Write ``uuid``'s decided masks into libvirt's group of it, and
+        the PMD COS's and moved neighbours', under the resctrl flock.
+
+        Returns the group written, or None when the instance has no group
+        of its own (a class member, a monitor-only instance).  Raises
+        ResctrlError (quoting last_cmd_status) or NoPlacement; the caller
+        must then not let the guest run.
+        """
+        with self._lock, self.fs.locked():
+            e = self._book.get(uuid)
+            if e is None or not e.reservation.masks:
+                return None
+            view = HostView.collect(self.fs)
+            owners, host, reservations, groups = self._inputs(view)
+            live = hostplan.live_masks(view, owners)[0]
+            group = owners.instances.get(uuid)
+            if group is None:
+                raise placement.NoPlacement(
+                    f"libvirt made no resctrl group for {e.domain}")
+            # The reservation's decided masks, not the ones libvirt chose.
+            reservations[uuid] = e.reservation
+            plan = placement.place(host, reservations, groups,
+                                   e.reservation, compaction=False)
+            written = []
+            for other, g in sorted(owners.instances.items()):
+                want = plan.instances.get(other)
+                if not want:
+                    continue
+                current = live.get(other)
+                if current != {r: dict(m) for r, m in want.items()}:
+                    self.fs.write_schemata(self.fs.group(g),
+                                           hostplan.schemata_of(want),
+                                           allow_libvirt=True)
+                    written.append(g)
+            if owners.pmd is not None and self.pmd_cos:
+                self._write_pmd(view, owners, host, plan)
+            # Class groups are left to the hook, which makes them with
+            # the decided masks (the runtime controller may narrow them
+            # on purpose afterwards; that is not undone here).
+            if written:
+                LOG.info("nova-rdt: decided masks written into %s",
+                         ", ".join(written))
+            return group
+
+
+    def _write_pmd(self, view: HostView, owners: hostplan.Ownership,
+                   host: placement.Host, plan: placement.Plan) -> None:
+        """The PMD COS over the decided masks, by the hook's own rule
+        (:func:`pmdplan.for_groups`): whichever writes last, the driver
+        here or the hook on 'started', writes the same."""
+        groups = {}
+        for g in view.groups:
+            if g.kind != "ctrl":
+                continue
+            s = Schemata({r: dict(m) for r, m in g.schemata.items()})
+            groups[g.name] = s
+        for uuid, g in owners.instances.items():
+            decided = plan.instances.get(uuid)
+            if decided:
+                groups[g] = groups[g].merged(hostplan.schemata_of(decided))
+        sharers = {u: owners.instances[u] for u, e in self._book.items()
+                   if e.reservation.pmd_share and u in owners.instances}
+        base = None
+        if self.pmd_shared_ways:
+            try:
+                base = hostlayout.plan(view.caps, self.reserved_host_ways,
+                                       self.pmd_shared_ways).pmd
+            except hostlayout.HostPrepError:
+                base = None
+        pmd = pmdplan.for_groups(view.caps, groups, self.fs.prefix, sharers,
+                                 base, host.pmd_ids)
+        if pmd.degraded:
+            LOG.warning("nova-rdt: PMD COS cannot cover %s",
+                        ", ".join(pmd.dropped))
+        self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
+
+
+def _by_kind(masks: placement.PerId) -> dict[int, dict[str, int]]:
+    """Masks per resource as HostRdtState's cache id -> libvirt type."""
+    out: dict[int, dict[str, int]] = {}
+    for res, per in masks.items():
+        kind = hostplan.KIND_OF_RESOURCE.get(res)
+        if kind is None:
+            continue
+        for cid, mask in per.items():
+            out.setdefault(cid, {})[kind] = mask
+    return out
+
+
+def metadata_masks(masks: placement.PerId | None
+                   ) -> dict[tuple[int, str], int]:
+    """Decided masks as the nova-rdt metadata carries them."""
+    return {(cid, kind): mask
+            for cid, per in _by_kind(masks or {}).items()
+            for kind, mask in per.items()}

@@ -1,0 +1,215 @@
+"""nova-rdt decides where every way goes, inside real Nova.
+
+fakelibvirt stands in for libvirtd; when a domain starts, the harness
+makes the resctrl groups libvirt would make, with libvirt's own
+allocator (``RDT_LIBVIRT_ALLOCATES``), so what libvirt picks and what
+nova-rdt decides can differ, as on a real host.  The emulated host is
+gold-6252 (11 ways on each of 2 cache ids; the host keeps ways 0-1).
+"""
+
+import os
+
+from nova import context as nova_context
+from nova import objects
+import pytest
+
+from nova_rdt import failpoints
+from nova_rdt.allocation import naming
+from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.resctrl.schemata import Schemata
+from nova_rdt.virt import guest_rdt
+from tests.functional.nova import base
+from tests.functional.nova.test_rdt_nova import RdtNovaTestBase
+
+pytestmark = pytest.mark.fuse
+
+
+class PlacementBase(RdtNovaTestBase):
+
+    def setUp(self):
+        super().setUp()
+        failpoints.disarm()
+        self.addCleanup(failpoints.disarm)
+
+    def groups(self, hostname):
+        """libvirt group name -> its L3 masks, as resctrl holds them."""
+        root = self.rdt_host(hostname).resctrl_root
+        out = {}
+        for name in os.listdir(root):
+            if naming.is_libvirt_group(name) or name.startswith("nova-rdt-"):
+                with open(os.path.join(root, name, "schemata")) as f:
+                    out[name] = Schemata.parse(f.read()).domains("L3")
+        return out
+
+    def group_of(self, hostname, server):
+        name = server["OS-EXT-SRV-ATTR:instance_name"]
+        found = [g for g in self.groups(hostname)
+                 if naming.is_libvirt_group_of(g, name)]
+        self.assertEqual(1, len(found), (name, self.groups(hostname)))
+        return self.groups(hostname)[found[0]]
+
+    def decided(self, server, hostname="rdt1"):
+        md = guest_rdt.read_metadata(self.domain_xml(server["id"],
+                                                     hostname))
+        return {cid: mask for (cid, _kind), mask in md.masks.items()}
+
+    def stats(self, hostname):
+        ctxt = nova_context.get_admin_context()
+        return objects.ComputeNode.get_by_nodename(ctxt, hostname).stats
+
+    def placer(self, hostname):
+        return self.computes[hostname].driver._rdt_placer
+
+
+class TestDecidedNotPredicted(PlacementBase):
+    """Case 1: a sharer sits next to the PMD COS, where nova-rdt puts it,
+    not where libvirt's best fit would (the lowest free ways)."""
+
+    def test_sharers_start_one_after_another_next_to_the_pmd_cos(self):
+        self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2)
+        self.start_rdt_compute("rdt1")
+        pmd = naming.pmd_group("nova-rdt-")
+        self.assertEqual({0: 0x600, 1: 0x600}, self.groups("rdt1")[pmd])
+        servers = []
+        for ways in (2, 3, 2):
+            flavor = self.flavor(**{"rdt:l3_cache_ways": str(ways),
+                                    "rdt:pmd_share": "true"})
+            servers.append(self.boot(flavor))
+        for server in servers:
+            # What libvirt holds is what nova-rdt decided (libvirt's own
+            # best fit would have taken the lowest free ways, 2-3).
+            self.assertEqual(self.decided(server),
+                             self.group_of("rdt1", server))
+        masks = [self.group_of("rdt1", s) for s in servers]
+        for cid in (0, 1):
+            # Each just below the last: 7-8, then 4-6, then 2-3.
+            self.assertEqual([0x180, 0x070, 0x00c],
+                             [m[cid] for m in masks])
+            # The PMD COS spans its base and every sharer: one run.
+            self.assertEqual(0x7fc, self.groups("rdt1")[pmd][cid])
+        # Every way is now taken: the host is full for anyone.
+        self.boot(self.flavor(**{"rdt:l3_cache_ways": "1"}), state="ERROR")
+
+    def test_a_plain_vm_keeps_away_from_the_pmd_cos(self):
+        """Case 2: a plain VM leaves room next to the PMD COS, so sharers
+        still fit after it."""
+        self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2)
+        self.start_rdt_compute("rdt1")
+        plain = self.boot(self.flavor(**{"rdt:l3_cache_ways": "3"}))
+        sharer = self.boot(self.flavor(**{"rdt:l3_cache_ways": "4",
+                                          "rdt:pmd_share": "true"}))
+        masks = self.group_of("rdt1", plain)
+        shared = self.group_of("rdt1", sharer)
+        for cid in (0, 1):
+            self.assertEqual(0, masks[cid] & shared[cid])
+            self.assertEqual(0x1e0, shared[cid])
+
+
+class TestReservations(PlacementBase):
+
+    def test_a_class_not_made_yet_costs_its_clos(self):
+        """Case 3: with one CLOS left, a class VM takes it (its group is
+        made when it starts); a plain VM after it is refused by the
+        scheduler, instead of starting and leaving the class VM in the
+        root group."""
+        self.flags(group="rdt", classes=["be:l3_ways=1"])
+        self.start_rdt_compute("rdt1")
+        driver = self.computes["rdt1"].driver
+        clos = self.placer("rdt1")._inputs(
+            HostView.collect(driver._rdt_fs))[1].clos
+        one_way = self.flavor(**{"rdt:l3_cache_ways": "1"})
+        for _ in range(clos - 1):
+            self.boot(one_way)
+        member = self.boot(self.flavor(**{"rdt:class": "be"}))
+        md = guest_rdt.read_metadata(self.domain_xml(member["id"]))
+        self.assertEqual("be", md.rdt_class)
+        self.assertEqual({0, 1}, {cid for cid, _k in md.class_masks})
+        self._run_periodics()
+        refused = self.boot(one_way, state="ERROR")
+        self.assertIn("No valid host", refused["fault"]["message"])
+
+    def test_a_stopped_vm_keeps_its_ways_across_a_restart(self):
+        """Case 6/7: a stopped instance's ways stay reserved, durably,
+        and it starts again on them."""
+        self.start_rdt_compute("rdt1")
+        big = self.flavor(**{"rdt:l3_cache_ways": "5"})
+        first = self.boot(big)
+        before = self.group_of("rdt1", first)
+        self._stop_server(first)
+        # libvirt removed its group when it stopped...
+        name = first["OS-EXT-SRV-ATTR:instance_name"]
+        self.assertFalse([g for g in self.groups("rdt1")
+                          if naming.is_libvirt_group_of(g, name)])
+        # ...but its ways are not given away, before or after a restart.
+        self.boot(big, state="ERROR")
+        self.restart_compute_service("rdt1")
+        self.assertIn(first["id"], self.placer("rdt1"))
+        self._run_periodics()
+        self.boot(big, state="ERROR")
+        self._start_server(first)
+        self.assertEqual(before, self.group_of("rdt1", first))
+
+
+class TestResctrlArrives(PlacementBase):
+    """Case 12: a host started without resctrl picks RDT up within one
+    periodic task of resctrl being mounted."""
+
+    def test_rdt_is_offered_after_one_periodic(self):
+        self.start_rdt_compute("rdt1")
+        host = self.rdt_host("rdt1")
+        emulator = host.emulator
+        # Restart the compute while resctrl is not mounted.
+        emulator.stop()
+        self.flags(require_resctrl=False, group="rdt")
+        self.restart_compute_service("rdt1")
+        self._run_periodics()
+        self.assertEqual("", self.stats("rdt1").get("rdt", ""))
+        emulator.start()
+        self._run_periodics()
+        self.assertTrue(self.stats("rdt1")["rdt"])
+        rp = self._get_provider_uuid_by_name("rdt1")
+        self.assertIn("CUSTOM_RDT_L3_CAT", self._get_provider_traits(rp))
+        server = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2"}))
+        self.assertEqual("rdt1", server["OS-EXT-SRV-ATTR:host"])
+
+
+class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
+    """Case 11: every live migration is checked and reserved at the
+    destination, with or without a NUMA topology; an aborted one frees
+    its reservation at once."""
+
+    def _setup(self, ways="4"):
+        self.start_rdt_compute("rdt1")
+        self.start_rdt_compute("rdt2")
+        # No NUMA topology: Nova calls no post_claim_migrate_data.
+        self.server = self.boot(self.flavor(**{"rdt:l3_cache_ways": ways}),
+                                host="rdt1")
+        self.src = self.computes["rdt1"]
+        self.dest = self.computes["rdt2"]
+
+    def test_a_plain_instance_is_reserved_at_the_destination(self):
+        self._setup()
+        self._live_migrate(self.server, "completed")
+        self.assertIn(self.server["id"], self.placer("rdt2"))
+        self.assertNotIn(self.server["id"], self.placer("rdt1"))
+
+    def test_a_full_destination_refuses_it(self):
+        self._setup(ways="5")
+        # Fill rdt2: 9 managed ways, a 5-way instance leaves 4.
+        self.boot(self.flavor(**{"rdt:l3_cache_ways": "5"}), host="rdt2")
+        self.api.post_server_action(self.server["id"], {
+            "os-migrateLive": {"host": None, "block_migration": "auto"}})
+        self._wait_for_migration_status(self.server, ["error", "failed"])
+        server = self.api.get_server(self.server["id"])
+        self.assertEqual("rdt1", server["OS-EXT-SRV-ATTR:host"])
+        self.assertNotIn(self.server["id"], self.placer("rdt2"))
+
+    def test_an_aborted_migration_frees_the_destination_at_once(self):
+        self._setup()
+        with failpoints.armed({"migration.dest_claim": "raise"}):
+            self.api.post_server_action(self.server["id"], {
+                "os-migrateLive": {"host": None, "block_migration": "auto"}})
+            self._wait_for_migration_status(self.server, ["error",
+                                                          "failed"])
+        # No periodic task, no grace period: released by the failure.
+        self.assertNotIn(self.server["id"], self.placer("rdt2"))
