@@ -7,6 +7,13 @@ import argparse
 
 from nova_rdt.cmd import common
 
+EXIT_CODES = {
+    0: "the report was written (its verdicts are in report.json)",
+    1: "the traffic generator failed, or the report could not be written",
+    2: "usage: a bad flag, a bad configuration file, or the rfc2544 extra "
+       "is not installed",
+}
+
 
 def register(sub) -> None:
     rfc = sub.add_parser("rfc2544", help="RFC 2544 throughput and latency")
@@ -21,10 +28,11 @@ def register(sub) -> None:
         # other command; this one says what to install.
         rr.add_argument("rest", nargs=argparse.REMAINDER,
                         help=argparse.SUPPRESS)
-        rr.set_defaults(func=_missing, missing=str(e))
+        rr.set_defaults(func=_missing, missing=str(e),
+                        exit_codes=EXIT_CODES)
         return
     cli.add_arguments(rr)
-    rr.set_defaults(func=run)
+    rr.set_defaults(func=run, exit_codes=EXIT_CODES)
 
 
 def run(args) -> int:

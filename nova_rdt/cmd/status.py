@@ -546,6 +546,8 @@ def run(args) -> int:
     from oslo_upgradecheck import upgradecheck
 
     env = read_env(args)
+    if not args.json:
+        common.say_read(env.config_files)
 
     def wrap(fn):
         def check(_self):
@@ -583,7 +585,6 @@ def run(args) -> int:
                    config_files=env.config_files)
         print(json.dumps(doc))
     else:
-        common.say_read(env.config_files)
         print(f"{common.PROG}: roles: {roles} ({_ROLES_FROM[env.roles_from]})",
               file=sys.stderr)
         sys.stdout.write(out.getvalue())

@@ -15,8 +15,8 @@ import fnmatch
 import json
 import os
 
-import pytest
 from oslo_versionedobjects import fields as ovo_fields
+import pytest
 import yaml
 
 from nova_rdt.controller import notify
