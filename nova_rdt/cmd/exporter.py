@@ -90,11 +90,14 @@ def exporter(args) -> int:
         publisher = Publisher(conf, live, host, interval)
         publisher.start()
     addr, bound = httpd.server_address[:2]
+    # Before the line that says it is up: a supervisor that stops it as
+    # soon as it reads that line gets a clean stop (exit 0), not death
+    # by the default SIGTERM action.
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     print(f"nova-rdt exporter for {host} ({fs.root}) on "
           f"{'https' if web.config.tls else 'http'}://{addr}:{bound}/ "
           f"(metrics at /metrics; configuration read from "
           f"{common.read_text(files)})", flush=True)
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     try:
         signal.pause()
     except (KeyboardInterrupt, SystemExit):
