@@ -7,29 +7,43 @@ the rate it asked for: a generator that cannot send what it is asked
 would otherwise turn "not sent" into "forwarded".
 
 :func:`search` needs far fewer trials than bisection because failed
-trials say more than "fail": the rate the DUT forwarded.
+trials say more than "fail": the rate the DUT forwarded.  What they say
+depends on how the DUT behaves past its capacity, and the search never
+bets on one behaviour:
 
-1. **The drop curve.**  For a failed trial at sent rate ``a`` the excess
-   ``h(a) = a * (1 - tolerance) - forwarded(a)`` is positive; the
-   throughput is where ``h`` reaches zero.  A DUT that forwards its
-   capacity at any overload has slope ``1 - tolerance`` there, so one
-   failure puts the edge at ``forwarded / (1 - tolerance)``.  A DUT in
-   *receive livelock* (OVS-DPDK on AF_PACKET, kernel forwarding, a
+1. **The drop curve.**  A DUT that forwards its capacity at any overload
+   puts the edge at ``forwarded / (1 - tolerance)`` after one failure.
+   A DUT in *receive livelock* (kernel forwarding, OVS on AF_PACKET, a
    virtio path: every dropped frame still costs receive work) forwards
-   less the harder it is pushed, 2-10x under its capacity at overload;
-   ``h`` is then steeper and that estimate far too low.  The secant
-   through the two failures nearest the edge finds it for either kind,
-   and never goes below the one-failure estimate (a forwarded rate that
-   fell with load can only mean the edge is higher).
-2. **Two failures first.**  After the overload probe, the second trial
-   goes well above the one-failure estimate, so that on a collapsing DUT
-   it still fails and gives the secant its second point.  Then a trial
-   just under the estimate and one just over it close the bracket.
-3. **No creeping.**  A pass above the estimate disproves it; then the
-   next trial bisects the bracket, whatever its width, until a new
-   failure gives a new estimate.  Each trial is kept at least
-   ``resolution / 8`` inside the bracket.
-4. **Noise.**  A failed trial whose loss is barely over tolerance
+   less the harder it is pushed, 3-100x under its capacity at 10x
+   overload, and that estimate is then an order of magnitude too low.
+   So one failure gives only a *lower* end for the edge; two failures
+   give its bracket: the excess ``a * (1 - tolerance) - forwarded(a)``
+   extended along its secant, and the forwarded rate extended along its
+   secant in log-log (a power of the overload).  The first is exact
+   where forwarding falls linearly and low where it falls as a power;
+   the second the reverse; so the edge of any drop curve between the
+   two (convex, and concave in log-log) lies between them
+   (:func:`edge_bracket`).
+2. **Aim, then verify.**  The trial after the overload probe goes just
+   over the one-failure estimate: a DUT that forwards its capacity fails
+   there, next to the edge, and one pass closes the bracket.  A
+   collapsing DUT passes, and the next trial goes high enough (as if
+   forwarding fell as the cube of the overload) to fail again and give
+   the second point.  Then a trial goes just under the bracket's upper
+   end: it passes if the drop is a power of the overload, and otherwise
+   fails closer to the edge, which narrows the bracket again.  Whenever
+   the edge is expected within a resolution of a bound, the trial goes
+   where a pass (or a failure) closes the search.
+3. **No creeping.**  A pass above the whole bracket disproves the
+   model: the next trials step up from it, in doubling steps after the
+   first few, never past the middle of what is left.  Trials meant to
+   pass that keep failing step down in doubling steps.
+4. **Noise.**  Once a trial has gone against the estimate (a pass where
+   it said fail, or the reverse, or a failed re-check), the capacity
+   is taken to move between trials, and the search closes from the
+   nearest failure down instead of trusting the last forwarded rate.
+   A failed trial whose loss is barely over tolerance
    (*marginal*), or one that contradicts a pass at or above its rate
    (a noisy software path), is measured once more and the better of the
    two counts; the final rate is re-verified with full-length trials
@@ -44,6 +58,7 @@ the benchmark.  Both stop when ``upper - lower <= resolution * upper``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Sequence
 import dataclasses
 import math
 
@@ -51,22 +66,33 @@ from nova_rdt.rfc2544.model import Trial
 
 Measure = Callable[[float, float], Trial]
 
-# Where the second trial goes, between the one-failure estimate and the
-# first failure: high enough to fail on a DUT that forwards 2-10x under
-# capacity at overload, far enough from the first failure for a steady
-# secant; and at least SECOND_GAP under the first failure (no closer:
-# a DUT whose capacity lies just under it must still fail there).
-SECOND_POINT = 0.6
-SECOND_GAP = 0.2
+# The steepest collapse the second failure is aimed for: forwarding that
+# falls as the overload to this power.  The livelock models of the
+# benchmark span 0.5-2 (3-100x under capacity at 10x overload); 3
+# leaves room, and a DUT steeper still passes there, which moves the
+# next such trial up.
+STEEPEST = 3.0
 # With nothing forwarded at all, step down by this factor, not to zero.
 FLOOR = 1 / 64
-# A trial meant to pass goes PASS_MARGIN x resolution under the
-# estimate; one meant to fail and close the bracket, FAIL_AIM x
-# resolution over it.  Tuned on benchmarks.bench_rfc2544_search.
+# A trial meant to pass goes PASS_MARGIN x resolution under the edge's
+# estimate; the trial after the probe goes FAIL_AIM x resolution over
+# the one-failure estimate; a trial meant to close the bracket goes
+# CLOSE x resolution inside its far bound (under 1, so that a bound set
+# by a noisy trial still leaves the result within the resolution).
+# After a trial has gone against the estimate, the closing pass goes
+# NOISY_CLOSE x resolution under the failure instead.  A trial is aimed
+# at closing with a pass when the estimate lies within NEAR resolutions
+# under the failure (NOISE once the estimate has been wrong).
+# Tuned on benchmarks.bench_rfc2544_search.
 PASS_MARGIN = 0.3
 FAIL_AIM = 0.5
-# Where a bisection step goes inside the bracket (0.5: the middle).
-BISECT_POINT = 0.5
+CLOSE = 0.8
+NOISY_CLOSE = 0.5
+NEAR = 1.0
+NOISE = 4.0
+# Failures this close (relative, in resolutions) are one point for the
+# secants: their difference is mostly noise.
+SPREAD = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,10 +199,13 @@ class _Bracket:
         self.passes: list[Trial] = []
         self.fails: list[Trial] = []
         self.streak = 0                # failures since the last pass
+        self.rises = 0                 # passes since the last failure
+        self.surprises = 0             # trials against the estimate
 
     def add(self, ok: bool, t: Trial) -> None:
         a = t.achieved_pps
         self.streak = 0 if ok else self.streak + 1
+        self.rises = self.rises + 1 if ok else 0
         if ok:
             self.fails = [f for f in self.fails if f.achieved_pps > a]
             self.passes.append(t)
@@ -197,61 +226,191 @@ class _Bracket:
         return (lo is not None and hi is not None and
                 hi.achieved_pps - lo.achieved_pps <= res * hi.achieved_pps)
 
-    def excess(self, t: Trial) -> float:
-        return t.achieved_pps * (1 - self.tol) - t.forwarded_pps
-
-    def estimate(self, res: float) -> float:
-        """Where the drop curve of the failures reaches the tolerance."""
-        fs = sorted(self.fails, key=lambda t: t.achieved_pps)
-        near = fs[0]
-        a1 = near.achieved_pps
-        lower = min(near.forwarded_pps / (1 - self.tol), a1)
-        far = next((t for t in fs[1:]
-                    if t.achieved_pps >= a1 * (1 + 2 * res)), None)
-        if far is None:
-            return lower
-        slope = (self.excess(far) - self.excess(near)) / \
-            (far.achieved_pps - a1)
-        if slope <= 1 - self.tol:
-            return lower
-        return min(max(a1 - self.excess(near) / slope, lower), a1)
+    def bracket(self, res: float) -> tuple[float, float | None]:
+        """:func:`edge_bracket` of the failures."""
+        return edge_bracket([(t.achieved_pps, t.forwarded_pps)
+                             for t in self.fails], self.tol, res)
 
 
-def _next_rate(b: _Bracket, res: float) -> float:
+def edge_bracket(fails: Sequence[tuple[float, float]], tol: float,
+                 res: float) -> tuple[float, float | None]:
+    """Where the drop curve through failed trials meets the tolerance.
+
+    ``fails`` are (sent, forwarded) rates of failed trials.  Returns
+    ``(low, high)``, both at most the lowest failure's sent rate:
+
+    * one failure (or all within ``SPREAD`` resolutions of the lowest):
+      ``high`` is None and ``low`` is the edge of a DUT that forwards its
+      capacity at any overload, the lowest plausible edge;
+    * two: the drop curve is taken as ``forwarded ** k`` linear in
+      ``sent ** k`` (:func:`_edge`), and ``low``/``high`` are its edges
+      for k = 1 (forwarding falls linearly) and k -> 0 (as a power of
+      the overload): any curve between the two meets the tolerance
+      between them;
+    * three or more: the third point fixes ``k`` and both are its edge.
+    """
+    fs = sorted(fails)
+    a1, f1 = fs[0]
+    flat = min(max(f1, 0.0) / (1 - tol), a1)
+    points = [fs[0]]
+    for a, f in fs[1:]:
+        if a >= points[-1][0] * (1 + SPREAD * res) and len(points) < 3:
+            points.append((a, f))
+    if len(points) < 2:
+        return flat, None
+    # Rates relative to the lowest failure: powers stay near 1.
+    pts = [(a / a1, f / a1) for a, f in points]
+    if len(pts) == 3 and all(f > 0 for _a, f in pts):
+        k = _shape(pts)
+        if k is not None:
+            e = a1 * _edge(pts[0], pts[1], k, tol)
+            e = min(max(e, flat), a1)
+            return e, e
+    ends = sorted(min(max(a1 * _edge(pts[0], pts[1], k, tol), flat), a1)
+                  for k in (0.0, 1.0))
+    return ends[0], ends[1]
+
+
+def _bc(x: float, k: float) -> float:
+    """Box-Cox: (x ** k - 1) / k, and log x at k = 0."""
+    return math.log(x) if abs(k) < 1e-9 else (max(x, 0.0) ** k - 1) / k
+
+
+# The drop-curve shapes a third failure may pick: k from -1 (steeper
+# than any power of the overload) to 2 (a knee: forwarding holds, then
+# falls fast).
+SHAPES = [i / 10 for i in range(-10, 21)]
+
+
+def _shape(pts: list[tuple[float, float]]) -> float | None:
+    """The k for which three (sent, forwarded) points lie on one line of
+    (sent ** k, forwarded ** k), or None if no k in SHAPES fits."""
+    (a1, f1), (a2, f2), (a3, f3) = pts
+
+    def gap(k):
+        g = (_bc(f2, k) - _bc(f1, k)) / (_bc(a2, k) - _bc(a1, k))
+        return g - (_bc(f3, k) - _bc(f1, k)) / (_bc(a3, k) - _bc(a1, k))
+
+    gaps = [gap(k) for k in SHAPES]
+    for i in range(len(SHAPES) - 1):
+        if gaps[i] == 0:
+            return SHAPES[i]
+        if (gaps[i] < 0) != (gaps[i + 1] < 0):
+            lo, hi, glo = SHAPES[i], SHAPES[i + 1], gaps[i]
+            for _ in range(30):
+                mid = (lo + hi) / 2
+                gm = gap(mid)
+                if (gm < 0) == (glo < 0):
+                    lo, glo = mid, gm
+                else:
+                    hi = mid
+            return (lo + hi) / 2
+    return None
+
+
+def _edge(p1: tuple[float, float], p2: tuple[float, float], k: float,
+          tol: float) -> float:
+    """Where the line of (sent ** k, forwarded ** k) through two failures
+    meets forwarded = sent * (1 - tol), at or under the lower one; the
+    flat estimate if forwarding does not fall with the load."""
+    (a1, f1), (a2, f2) = p1, p2
+    flat = max(f1, 0.0) / (1 - tol)
+    if min(f1, f2) <= 0 and k <= 0:
+        return a1                       # log(0): no bound from this shape
+    slope = (_bc(f2, k) - _bc(f1, k)) / (_bc(a2, k) - _bc(a1, k))
+    if slope >= 0 or flat >= a1:
+        return min(flat, a1)
+
+    def over(a):                        # > 0: a fails on the line
+        return _bc(a * (1 - tol), k) - _bc(f1, k) - slope * (
+            _bc(a, k) - _bc(a1, k))
+
+    lo, hi = flat, a1
+    if over(lo) >= 0:
+        return lo
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if over(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _next_rate(b: _Bracket, res: float) -> tuple[float, bool | None]:
+    """The next rate, and whether the estimate says it passes (None: no
+    prediction)."""
     lo, hi = b.lo, b.hi
     top = hi.achieved_pps
-    est = b.estimate(res)
+    bottom = lo.achieved_pps if lo is not None else 0.0
+    rate, expect = _aim(b, res, bottom, top)
     if lo is None:
-        if len(b.fails) == 1:
-            # Second trial: aim for a second failure (see SECOND_POINT).
-            rate = max(est + SECOND_POINT * (top - est),
-                       top * (1 - SECOND_GAP))
-            if rate >= top * (1 - res):
-                rate = est * (1 - PASS_MARGIN * res)
-        else:
-            rate = est * (1 - PASS_MARGIN * res)
-            if b.streak > 3:
-                # Trials meant to pass keep failing: the forwarded rate
-                # overstates the edge (loss that is not from capacity,
-                # as on a noisy software path).  Step down in growing
-                # steps instead of creeping.
-                rate = min(rate, top * (1 - min(0.5, res * 2 ** (
-                    b.streak - 3))))
-        return max(rate, top * FLOOR)
-    bottom = lo.achieved_pps
-    if est < bottom:
-        # The estimate is disproven (a pass above it): bisect.
-        rate = bottom + BISECT_POINT * (top - bottom)
-    else:
-        # A failure up to ``reach`` closes the bracket (less a little for
-        # the generator's rate error).
-        reach = bottom * (1 + 0.9 * res)
-        if est * (1 + res / 4) <= reach:
-            rate = min(reach, est * (1 + FAIL_AIM * res))
-        else:
-            rate = est * (1 - PASS_MARGIN * res)
+        if b.streak > 3:
+            # Trials meant to pass keep failing: the forwarded rate
+            # overstates the edge (loss that is not from capacity, as on
+            # a noisy software path).  Step down in growing steps
+            # instead of creeping.
+            rate = min(rate, top * (1 - min(0.5, res * 2 ** (
+                b.streak - 3))))
+        if rate < top * FLOOR:
+            return top * FLOOR, None
+        return rate, expect
     edge = res / 8 * bottom
-    return min(max(rate, bottom + edge), top - edge)
+    inside = min(max(rate, bottom + edge), top - edge)
+    return inside, expect if inside == rate else None
+
+
+def _aim(b: _Bracket, res: float, bottom: float, top: float
+         ) -> tuple[float, bool | None]:
+    low, high = b.bracket(res)
+    # The lowest pass, and the highest failure, that would close it.
+    pass_close = top * (1 - CLOSE * res)
+    fail_close = bottom * (1 + CLOSE * res)
+    if b.surprises and low >= top * (1 - NOISE * res) and (
+            high is None or high > bottom):
+        # A trial went against the estimate: the capacity moves between
+        # trials (a neighbour's load, a noisy host), so the forwarded
+        # rate of the last failure says little about the next trial.
+        # Close from the failure down instead, where a pass is likelier
+        # at every step, though not as low as CLOSE goes: the failure
+        # may itself be a trial the capacity dipped in.
+        return top * (1 - NOISY_CLOSE * res), True
+    if high is None:
+        # One failure: the flat estimate is all it says.
+        if not bottom:
+            # A DUT that forwards its capacity fails just over it; a
+            # collapsing one passes, which proves the collapse.
+            rate = low * (1 + FAIL_AIM * res)
+            if rate >= top * (1 - res):
+                return pass_close, True
+            return rate, None
+        # Fail again, as high as the steepest drop expected needs: the
+        # second point of the secants.
+        rate = math.exp((math.log(max(low, bottom)) +
+                         STEEPEST * math.log(top)) / (1 + STEEPEST))
+        if rate <= bottom * (1 + 2 * res):
+            rate = math.sqrt(bottom * top)
+        return max(rate, fail_close), None
+    if bottom and high <= bottom:
+        # A pass above the whole bracket: the drop curve is not what the
+        # secants say (or the capacity moved).  Step up from the pass,
+        # in doubling steps after the first few, never past the middle
+        # of the bracket.
+        return min(bottom * (1 + CLOSE * res * 2 ** max(b.rises - 3, 0)),
+                   (bottom + top) / 2), None
+    low = max(low, bottom)
+    if low >= top * (1 - NEAR * res):
+        # A pass there closes it: just under the estimate, or as low as
+        # still closes it if that is lower (the last failure may itself
+        # have been a noisy trial under the edge).
+        return max(pass_close, min(low * (1 - PASS_MARGIN * res),
+                                   top * (1 - res / 8))), True
+    if bottom and high <= fail_close:
+        return fail_close, False       # a failure there closes it
+    # Just under the upper end: exact for a power-law drop, and a
+    # failure nearer the edge otherwise.
+    rate = min(high * (1 - PASS_MARGIN * res), pass_close)
+    return rate, True if low >= high * (1 - res / 8) else None
 
 
 def search(measure: Measure, max_rate_pps: float,
@@ -287,6 +446,7 @@ def search(measure: Measure, max_rate_pps: float,
                         b.passes.remove(lo)     # the re-check overturns it
                     b.add(ok, t)
                 verified = all(ok for ok, _ in checks)
+                b.surprises += not verified
                 continue
             if b.hi is None:
                 # Every failure was overturned by a later pass: go up.
@@ -296,12 +456,15 @@ def search(measure: Measure, max_rate_pps: float,
                                    "no loss at the generator's maximum "
                                    "rate")
                 rate = min(lo.achieved_pps * (1 + 4 * res), max_rate_pps)
+                expect = None
             else:
-                rate = _next_rate(b, res)
+                rate, expect = _next_rate(b, res)
             if rate < cfg.min_rate_pps:
                 note = "no passing rate above min_rate_pps"
                 break
             ok, t = run.classify(rate)
+            if expect is not None and ok != expect:
+                b.surprises += 1
             lo = b.lo
             if not ok and lo is not None and \
                     t.achieved_pps <= lo.achieved_pps:

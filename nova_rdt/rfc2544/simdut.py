@@ -5,7 +5,7 @@ and with probability ``spurious`` a transient burst of up to ``burst``
 frames is lost whatever the rate: the two kinds of noise that make real
 searches near the edge unstable.
 
-Two ways real set-ups break the naive picture can be switched on:
+The ways real set-ups break the naive picture can be switched on:
 
 * ``collapse``: receive livelock (Mogul and Ramakrishnan's model).  Every
   arriving frame costs receive work whether it is forwarded or dropped,
@@ -14,12 +14,21 @@ Two ways real set-ups break the naive picture can be switched on:
   less than its capacity the DUT forwards at ``collapse_at`` (default:
   the generator's real maximum), as OVS-DPDK on AF_PACKET, kernel
   forwarding or a VM's virtio path do.
+* ``collapse_exponent``: livelock that deepens with the overload: past
+  capacity the DUT forwards ``capacity * (capacity / sent) ** p``.  With
+  ``p`` from 0.5 to 2 it forwards 3 to 100 times under its capacity at
+  10x overload, so the forwarded rate of one failed trial says little
+  about the edge.  It replaces ``collapse`` when both are given.
 * ``gen_ceiling_pps``: the generator cannot send what it is asked for
   above this rate, though ``max_rate_pps`` claims ``line_rate``; and
   ``rate_error`` (relative, normal) is its rate control's error.
+* ``drift``: before every trial the capacity moves anywhere within
+  this share of its nominal value (uniform, independent between
+  trials: a neighbour's load, a clock that steps), on top of ``jitter``.
 
 ``truth(tolerance)`` is the offered rate at which the expected loss
-equals the tolerance, for whichever model is on.
+equals the tolerance, for whichever model is on; ``truth_band`` is the
+range a right answer may lie in (one point without drift).
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ class SimulatedDut(TrafficGenerator):
                  base_latency_us: float = 8.0, collapse: float = 1.0,
                  collapse_at_pps: float | None = None,
                  gen_ceiling_pps: float | None = None,
-                 rate_error: float = 0.0):
+                 rate_error: float = 0.0, collapse_exponent: float = 0.0,
+                 drift: float = 0.0):
         for name, value in (("capacity_pps", capacity_pps),
                             ("line_rate_pps", line_rate_pps)):
             if not (isinstance(value, (int, float)) and math.isfinite(value)
@@ -50,6 +60,10 @@ class SimulatedDut(TrafficGenerator):
                 raise ValueError(f"{name} must be a positive number")
         if not (math.isfinite(collapse) and collapse >= 1):
             raise ValueError("collapse must be a number >= 1")
+        if not (math.isfinite(collapse_exponent) and collapse_exponent >= 0):
+            raise ValueError("collapse_exponent must be a number >= 0")
+        if not (math.isfinite(drift) and 0 <= drift < 1):
+            raise ValueError("drift must be a number in [0, 1)")
         self.capacity = float(capacity_pps)
         self.line_rate = float(line_rate_pps)
         self.jitter = jitter
@@ -59,6 +73,8 @@ class SimulatedDut(TrafficGenerator):
         self.base_latency_us = base_latency_us
         self.ceiling = min(self.line_rate, gen_ceiling_pps or math.inf)
         self.rate_error = rate_error
+        self.exponent = float(collapse_exponent)
+        self.drift = float(drift)
         # Receive-livelock slope: forwarded = cap - k * (sent - cap).
         at = collapse_at_pps or self.ceiling
         self.k = ((1 - 1 / collapse) / (at / self.capacity - 1)
@@ -71,19 +87,33 @@ class SimulatedDut(TrafficGenerator):
         cap = self.capacity if capacity is None else capacity
         if sent_pps <= cap:
             return sent_pps
+        if self.exponent:
+            return cap * (cap / sent_pps) ** self.exponent
         return max(cap - self.k * cap * (sent_pps / cap - 1), 0.0)
 
-    def truth(self, tolerance: float) -> float:
+    def truth(self, tolerance: float, capacity: float | None = None
+              ) -> float:
         """The rate where loss equals ``tolerance`` (or the generator's
         ceiling, if the DUT is faster than that)."""
-        lo, hi = self.capacity, self.capacity / (1 - tolerance) + 1
+        cap = self.capacity if capacity is None else capacity
+        lo, hi = cap, cap / (1 - tolerance) + 1
         for _ in range(200):
             mid = (lo + hi) / 2
-            if self.forwarded(mid) >= mid * (1 - tolerance):
+            if self.forwarded(mid, cap) >= mid * (1 - tolerance):
                 lo = mid
             else:
                 hi = mid
         return min(lo, self.ceiling)
+
+    def truth_band(self, tolerance: float) -> tuple[float, float]:
+        """The rates a right answer may lie between: ``truth`` itself,
+        or with ``drift``, from ``truth`` at the lowest capacity (the
+        rate it always sustains) to ``truth`` at the nominal capacity
+        (the rate it sustains in half the trials).  A rate above that
+        was a lucky trial: the DUT loses frames there more often than
+        not."""
+        return (self.truth(tolerance, self.capacity * (1 - self.drift)),
+                self.truth(tolerance))
 
     def max_rate_pps(self, frame_size: int) -> float:
         return self.line_rate
@@ -95,6 +125,8 @@ class SimulatedDut(TrafficGenerator):
             sent *= 1 + self.rng.gauss(0, self.rate_error)
         tx = int(max(sent, 0.0) * duration)
         cap = self.capacity * (1 + self.rng.gauss(0, self.jitter))
+        if self.drift:
+            cap *= 1 + self.rng.uniform(-self.drift, self.drift)
         lost = max(0, tx - int(self.forwarded(tx / duration, cap) * duration))
         if self.rng.random() < self.spurious:
             lost += self.rng.randint(1, self.burst)
@@ -152,8 +184,39 @@ def both(seed: int, line: float) -> SimulatedDut:
                         rate_error=0.001, collapse=r.uniform(2, 10))
 
 
+def livelock(seed: int, line: float) -> SimulatedDut:
+    """Livelock that deepens with the overload: the forwarded rate falls
+    as the overload to a power of 0.5-2 (3-100x under capacity at 10x
+    overload)."""
+    r = _draw(seed)
+    cap = r.uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed,
+                        collapse_exponent=r.uniform(0.5, 2))
+
+
+def livelock_ceiling(seed: int, line: float) -> SimulatedDut:
+    """That livelock behind a generator that sends only 1.5-8x the
+    DUT's capacity while it claims line rate."""
+    r = _draw(seed)
+    g = r.uniform(1.5, 8)
+    cap = r.uniform(0.05, 0.97) * line / g
+    return SimulatedDut(cap, line, seed=seed, gen_ceiling_pps=g * cap,
+                        rate_error=0.001,
+                        collapse_exponent=r.uniform(0.5, 2))
+
+
+def drifting(seed: int, line: float) -> SimulatedDut:
+    """Forwards its capacity at any overload, but that capacity moves
+    within +-2% of its nominal value from one trial to the next."""
+    cap = _draw(seed).uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed, drift=0.02)
+
+
 MODELS = {"benign": benign, "collapse": collapse, "gen-ceiling": ceiling,
-          "collapse+ceiling": both}
+          "collapse+ceiling": both, "livelock": livelock,
+          "livelock+ceiling": livelock_ceiling, "drift": drifting}
+# The models whose forwarded rate falls past capacity.
+COLLAPSING = ("collapse", "collapse+ceiling", "livelock", "livelock+ceiling")
 
 
 def trials_for(width: float) -> int:
