@@ -191,7 +191,13 @@ def place(host: Host, reservations: Mapping[str, Reservation],
 def release(host: Host, reservations: Mapping[str, Reservation],
             classes: Mapping[str, ClassGroup], uuid: str) -> Plan:
     """The plan without ``uuid``: the PMD COS shrinks to its base and the
-    remaining sharers, and a class left with no member is dropped."""
+    remaining sharers, and a class left with no member is dropped.
+
+    Nothing placed moves.  Reservations or classes not placed yet are
+    placed as :func:`place` would; only they can make it raise
+    :class:`NoPlacement` (or :class:`InvalidState` for broken input).
+    An unknown ``uuid`` gives the plan of ``reservations`` as they are.
+    """
     return _plan(host, {u: r for u, r in reservations.items() if u != uuid},
                  classes, None, False)
 
@@ -453,10 +459,10 @@ def _refusal(cache: _Cache, st: _State, todo: Sequence[_Item]) -> str:
     cover = _pmd_cover(cache, st.want)
     runs = ", ".join(str(x) for x in cbm.runs(_free_for(cache, st, item)))
     out = f"{where}; free runs {runs or 'none'}"
-    if item.sharer:
-        out += (f"; a PMD sharer must keep the PMD COS ({cover or 0:#x}) one "
-                f"run over no other group's ways" if not r.sparse else "")
-    elif cover:
+    if item.sharer and cover and not r.sparse:
+        out += (f"; a PMD sharer must keep the PMD COS ({cover:#x}) one "
+                f"run over no other group's ways")
+    elif cover and not item.sharer:
         out += f" outside the PMD COS {cover:#x}"
     return out
 

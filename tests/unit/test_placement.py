@@ -160,6 +160,16 @@ def test_a_sharer_fills_a_hole_in_the_span_first():
     assert book.plan.pmd[L3][0] == run(6, 5)
 
 
+def test_a_sharer_too_big_for_the_hole_goes_next_to_the_span():
+    book = fx.Book(fx.gold_6252())
+    book.boot("s1", ways(2), share=True)          # 7-8
+    book.boot("s2", ways(2), share=True)          # 5-6
+    book.delete("s1")                             # hole 7-8 stays
+    book.boot("s3", ways(3), share=True)
+    assert book.masks("s3") == {0: run(2, 3), 1: run(2, 3)}
+    assert book.plan.pmd[L3][0] == run(2, 9)
+
+
 def test_without_a_base_the_first_sharer_goes_to_the_top_of_its_run():
     book = fx.Book(fx.gold_6252(pmd_ways=0))
     book.boot("s", ways(2), share=True)
@@ -553,6 +563,22 @@ def test_compaction_moves_the_fewest_and_only_movable_ones():
     assert book.masks("f2") == {0: run(8, 1)}
     assert book.masks("n") == {0: run(4, 4)}
     assert book.masks("q") == {0: run(9, 2)}
+
+
+def test_compaction_moves_one_neighbour_away_from_the_base_for_a_sharer():
+    host = fx.shape(8, ids=(0,), reserved=1, pmd_ways=1)   # host 0, base 7
+    book = fx.Book(host)
+    book.boot("a", {L3: {0: 1}})                       # 1
+    book.boot("p", {L3: {0: 1}}, movable=False)        # 2
+    book.boot("b", {L3: {0: 2}})                       # 3-4
+    book.boot("c", {L3: {0: 1}})                       # 5
+    book.boot("d", {L3: {0: 1}})                       # 6
+    book.delete("a")                                   # free: 1
+    plan = book.boot("s", {L3: {0: 1}}, share=True, compaction=True)
+    assert plan.moved == ("d",)
+    assert book.masks("d") == {0: run(1, 1)}
+    assert book.masks("s") == {0: run(6, 1)}
+    assert plan.pmd[L3][0] == run(6, 2)
 
 
 def test_compaction_moves_nothing_when_the_demand_fits():
