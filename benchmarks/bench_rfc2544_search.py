@@ -24,8 +24,9 @@ models (``nova_rdt.rfc2544.simdut.MODELS``):
 * ``livelock+ceiling``: that livelock behind the 1.5-8x generator ceiling;
 * ``drift``: a benign DUT whose capacity moves within +-2% of its
   nominal value from one trial to the next.  Its truth is the band
-  between its edges at -2% and +2%: every rate in it is one the DUT
-  really sustained.
+  from its edge at -2% (a rate it always sustains) to its edge at the
+  nominal capacity (one it sustains in half the trials); a result above
+  that was a lucky trial.
 
 A run is *within the resolution* when its result (the sent rate of the
 highest pass; MLRsearch's relevant lower bound) is within the resolution
