@@ -23,8 +23,12 @@ Rules, per (resource, id):
 * on the cache ids that hold PMD cores (``Host.pmd_ids``), the PMD COS
   is the span of its base and its sharers' masks, and must itself be a
   valid mask that covers no one else's ways: sharers therefore sit next
-  to the base and to each other.  On other cache ids a sharer is placed
-  as any instance is;
+  to the base and to each other (never on the base, nor on one
+  another's ways).  Under sparse masks it is their union instead.  On
+  other cache ids a sharer is placed as any instance is, the base is not
+  the PMDs' (its ways are handed out) and the PMD COS holds the host's
+  ways, as it does where there is neither base nor sharer: a CBM may not
+  be empty;
 * a placed reservation keeps its masks (a running VM's ways are not
   moved under it) unless compaction is asked for and it is movable.
 
