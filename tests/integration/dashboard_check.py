@@ -3,8 +3,9 @@ by what a real Prometheus returns for each of its queries.
 
 A panel misleads when one of its series stands for two instances (it
 aggregated them: keyed by display name, it shows two tenants' "web-1" as
-one), when it drops ``host``, when it shows one instance of a shared name
-and not the other, or when two of its series would carry one legend.
+one), when it drops ``host`` or ignores the host variable, when it shows
+one instance of a shared name and not the other, or when two of its
+series would carry one legend.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def problems(prom, doc: dict, values: dict[str, str], shared: str,
             if dashboard.CONTROLLER_PREFIX in t["expr"]:
                 continue   # nova-rdt controller's: not running here
             where = f"panel {panel['title']!r} {t['refId']}"
+            if "$host" not in t["expr"]:
+                out.append(f"{where}: ignores the host variable: "
+                           f"{t['expr']}")
             expr = fill(t["expr"], values)
             res = prom.query(expr)
             if not res:
@@ -45,19 +49,25 @@ def problems(prom, doc: dict, values: dict[str, str], shared: str,
                 continue
             about_instances = 'kind="instance"' in expr
             shown = set()
+            no_host, unkeyed = [], []
             for r in res:
                 m = r["metric"]
                 if "host" not in m:
-                    out.append(f"{where}: a series without host {m} "
-                               f"from {expr}")
+                    no_host.append(m)
                 if (about_instances or m.get("kind") == "instance"
                         or "instance_name" in m) \
                         and "instance_uuid" not in m:
-                    out.append(f"{where}: a series not keyed by "
-                               f"instance_uuid {m} (instances of one "
-                               f"display name merge) from {expr}")
+                    unkeyed.append(m)
                 if m.get("instance_name") == shared:
                     shown.add(m.get("instance_uuid"))
+            if no_host:
+                out.append(f"{where}: {len(no_host)} of {len(res)} series "
+                           f"without host, e.g. {no_host[0]}, from {expr}")
+            if unkeyed:
+                out.append(f"{where}: {len(unkeyed)} of {len(res)} series "
+                           f"not keyed by instance_uuid (instances of one "
+                           f"display name merge), e.g. {unkeyed[0]}, "
+                           f"from {expr}")
             if shown and shown != uuids:
                 out.append(f"{where}: shows {sorted(shown)} of the "
                            f"instances named {shared!r} {sorted(uuids)}")

@@ -240,11 +240,14 @@ def test_the_check_fails_the_previous_dashboard(stack):
         doc = json.load(f)
     found = dashboard_check.problems(prom, doc, VALUES, SHARED,
                                      set(uuids.values()))
+    print("\n".join(found))     # shown with pytest -rP
     merged = [p for p in found if "instances of one display name merge"
               in p]
     assert any("L3 occupancy per instance" in p for p in merged), found
     assert any("without host" in p and "Noisy neighbours" in p
                for p in found), found
+    assert any("ignores the host variable: nova_rdt_feature_available"
+               in p for p in found), found
 
 
 def test_every_dashboard_query_names_a_served_metric(stack):
