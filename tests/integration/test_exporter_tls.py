@@ -13,6 +13,7 @@ import base64
 import os
 import select
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -187,3 +188,30 @@ def test_a_bad_web_config_stops_the_exporter_naming_the_key(tls, text,
         proc.start(timeout=20)
     assert key in str(e.value) and str(bad) in str(e.value)
     os.unlink(bad)
+
+
+def test_a_stalled_tls_handshake_holds_nothing(tls):
+    """Clients that open the TLS port and stall in the handshake are
+    closed at the client deadline, while scrapes go on."""
+    d = tls[0]
+    exp = ExporterProcess(str(d / "no-resctrl"), str(d),
+                          web_config_file=str(d / "web.yml"))
+    exp.args += ["--client-timeout", "1"]
+    exp.start()
+    try:
+        addr = exp.url.split("//", 1)[1].rsplit(":", 1)
+        stalled = []
+        for _ in range(50):
+            s = socket.create_connection((addr[0], int(addr[1])), timeout=5)
+            s.sendall(b"\x16\x03\x01\x00\xff\x01")   # a ClientHello's start
+            stalled.append(s)
+        t0 = time.monotonic()
+        status, _h, _b = _get(exp.url + "/metrics", str(d / "cert.pem"),
+                              PASSWORD)
+        assert status == 200
+        for s in stalled:
+            assert s.recv(1) == b""                  # closed by the server
+        closed = time.monotonic() - t0
+        assert closed < 3.0, closed
+    finally:
+        exp.stop()
