@@ -55,12 +55,17 @@ run() {
 # Host lab (nova_rdt.lab) runs libvirtd with QEMU, OVS-DPDK and testpmd
 # (dpdk-dev) for real.  The exporter's tests scrape it with a real
 # Prometheus, load its page in a real headless Chromium and read its
-# notifications from a real RabbitMQ.  Keep in step with bindep.txt
+# notifications from a real RabbitMQ.  The lab's cloud scenario runs
+# MariaDB, and the APIs under uWSGI, as devstack does; nova-compute
+# starts privsep through sudo, and libvirt-python builds against
+# libvirt-dev.  Keep in step with bindep.txt
 # (tests/unit/test_setup_host.py checks it).
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
           mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
           libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev
-          gcc prometheus chromium rabbitmq-server shellcheck)
+          gcc prometheus chromium rabbitmq-server shellcheck
+          mariadb-server uwsgi-core uwsgi-plugin-python3 sudo libvirt-dev
+          pkg-config)
 
 # The packages of "$@" that are not installed.  dpkg-query exits 1 when
 # any name is unknown to dpkg (never installed), which is exactly the

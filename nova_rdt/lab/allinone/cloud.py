@@ -1,0 +1,647 @@
+"""The all-in-one cloud: every service started in order, and stopped.
+
+What runs where:
+
+* on the host, in the lab's directory: MariaDB, RabbitMQ (with its own
+  epmd), Keystone, Glance, Placement, Neutron's API (each API under
+  uWSGI), Prometheus;
+* in the Host lab's mount namespace (:class:`CloudLab`), where
+  ``/etc/nova``, ``/etc/nova-rdt``, ``/var/lib/nova-rdt``,
+  ``/etc/libvirt``, ``/run/libvirt`` and ``/sys/fs/resctrl`` are the
+  lab's: the devstack plugin's phases, Nova's API (uWSGI), conductor,
+  scheduler and compute, the nova-rdt exporter and controller, beside
+  the lab's libvirtd and OVS-DPDK.
+
+Start-up runs what does not depend on each other side by side (the
+databases' migrations, the Host lab); every step is timed
+(:attr:`AllInOne.timings`).  :meth:`AllInOne.stop` stops every process
+in the reverse order, then the Host lab, and says what outlived it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from nova_rdt.emulator import profiles as profiles_mod
+from nova_rdt.lab import libvirtd as libvirtd_mod
+from nova_rdt.lab.allinone import devstack_plugin
+from nova_rdt.lab.allinone import glance as glance_mod
+from nova_rdt.lab.allinone import keystone as keystone_mod
+from nova_rdt.lab.allinone import mariadb as mariadb_mod
+from nova_rdt.lab.allinone import neutron as neutron_mod
+from nova_rdt.lab.allinone import nova as nova_mod
+from nova_rdt.lab.allinone import placement as placement_mod
+from nova_rdt.lab.allinone import ports
+from nova_rdt.lab.allinone import rabbitmq as rabbitmq_mod
+from nova_rdt.lab.allinone import uwsgi
+from nova_rdt.lab.host import Lab
+from nova_rdt.lab.procs import LabError
+from nova_rdt.lab.procs import Process
+
+#: The emulated host (MBA, so rdt:mb has something to do).
+DEFAULT_PROFILE = "gold-6252"
+#: The devstack plugin's defaults, as a devstack run would leave them.
+RESERVED_HOST_WAYS = 2
+CLASSES = "low_priority:l3_ways=1,mb=10"
+IMAGE = "nova-rdt-guest"
+#: The guest's root disk: the kernel and initramfs boot it; nothing
+#: reads it, but Nova needs an image to boot from.
+ROOT_DISK_MIB = 1
+START_TIMEOUT = 180.0
+COMPUTE_TIMEOUT = 180.0
+#: Where the plugin's settings live in the namespace (its defaults).
+HOOK_SETTINGS = "/etc/nova-rdt/hook.json"
+STATE_PATH = "/var/lib/nova-rdt"
+HOOKS_DIR = "/etc/libvirt/hooks"
+
+
+def unavailable_reason() -> str | None:
+    """Why the cloud cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "the cloud needs root (mount namespaces, libvirtd, OVS)"
+    from nova_rdt.emulator import mount as emulator_mount
+    from nova_rdt.lab import ovsdpdk
+    reasons = [emulator_mount.fuse_unavailable_reason(),
+               libvirtd_mod.libvirt_unavailable_reason(),
+               ovsdpdk.ovs_dpdk_unavailable_reason(),
+               mariadb_mod.unavailable_reason(),
+               rabbitmq_mod.unavailable_reason(),
+               uwsgi.unavailable_reason(),
+               devstack_plugin.unavailable_reason()]
+    if not shutil.which("sudo") or not os.path.isfile("/etc/sudoers"):
+        reasons.append("sudo is not installed (apt-get install sudo): "
+                       "nova-compute starts privsep through sudo "
+                       "nova-rootwrap")
+    if not shutil.which("prometheus"):
+        reasons.append("prometheus is not installed (apt-get install "
+                       "prometheus)")
+    for tool in ("keystone-manage", "glance-manage", "placement-manage",
+                 "neutron-db-manage", "nova-manage", "openstack"):
+        if not os.path.exists(os.path.join(os.path.dirname(sys.executable),
+                                           tool)):
+            reasons.append(f"{tool} is not in {sys.prefix} (pip install "
+                           f"'nova-rdt[lab]')")
+            break
+    reasons = [r for r in reasons if r]
+    return "; ".join(reasons) if reasons else None
+
+
+class CloudLab(Lab):
+    """The Host lab, with Nova's and nova-rdt's system paths as lab
+    directories in its namespace, and a sudoers whose secure_path has
+    this environment's commands first (devstack links them into
+    /usr/local/bin instead)."""
+
+    def __init__(self, *args, extra_binds: list[tuple[str, str]] = (),
+                 **kw):
+        super().__init__(*args, **kw)
+        self.extra_binds = list(extra_binds)
+
+    def start_namespace(self) -> None:
+        binds = list(self.extra_binds)
+        binds += self.libvirt.binds() + self.ovs.binds()
+        binds.append((self._sudoers(), "/etc/sudoers"))
+        self._timed("namespace", self.ns.start, binds,
+                    resctrl_source=self.resctrl_root if self.emulated
+                    else None,
+                    topology_profile=self.profile.name if self.emulated
+                    else None)
+
+    def _sudoers(self) -> str:
+        with open("/etc/sudoers") as f:
+            lines = f.read().splitlines()
+        bindir = os.path.dirname(sys.executable)
+        out = []
+        for line in lines:
+            if "secure_path=" in line and line.lstrip().startswith(
+                    "Defaults"):
+                key, _, value = line.partition("secure_path=")
+                value = value.strip().strip('"')
+                line = f'{key}secure_path="{bindir}:{value}"'
+            out.append(line)
+        path = os.path.join(self.base, "sudoers")
+        with open(path, "w") as f:
+            f.write("\n".join(out) + "\n")
+        os.chmod(path, 0o440)
+        return path
+
+
+@dataclasses.dataclass
+class Machine:
+    """What this machine makes the cloud do differently, and why."""
+
+    virt_type: str
+    reason: str
+    #: nova.conf options this machine forces, "section.option = value:
+    #: why", one each.
+    forced: list[str] = dataclasses.field(default_factory=list)
+
+
+def machine() -> Machine:
+    """KVM where /dev/kvm answers (libvirt takes <cachetune> for KVM
+    domains only), else TCG."""
+    why = libvirtd_mod.kvm_unavailable_reason()
+    if why:
+        return Machine("qemu", f"{why}: TCG; libvirt refuses <cachetune> "
+                               f"for non-KVM domains, so rdt: servers "
+                               f"cannot start here")
+    return Machine(
+        "kvm", "/dev/kvm answers: KVM, so libvirt applies Nova's "
+               "<cachetune> itself",
+        forced=["libvirt.cpu_mode = none (no <cpu> element: QEMU's default "
+                "model): this machine's KVM (PVM) aborts QEMU's host CPU "
+                "models (MSR 0x10a), and libvirt finds no named model "
+                "compatible with its CPU, so Nova's default (host-model) "
+                "and cpu_mode = custom both fail"])
+
+
+def _http_up(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+        return True
+    except urllib.error.HTTPError as e:
+        return e.code < 500
+    except OSError:
+        return False
+
+
+class AllInOne:
+    """The cloud; :meth:`start`, then :meth:`stop` (always)."""
+
+    def __init__(self, out_dir: str, profile: str | None = None,
+                 kernel: str | None = None,
+                 libvirt_cache_dir: str | None = None, say=None):
+        self.out_dir = out_dir
+        self.say = say or (lambda msg: None)
+        self.password = secrets.token_hex(12)
+        self.profile = profiles_mod.get(profile or DEFAULT_PROFILE)
+        self.machine = machine()
+        self.timings: dict[str, float] = {}
+        self.procs: list[Process] = []
+        self.swept: list[str] = []
+        self.stop_timings: dict[str, float] = {}
+        self.lab = CloudLab(
+            profile=self.profile.name, resctrl="emulated", kernel=kernel,
+            hook=None, pmd_cpu_mask=0x2,
+            failure_log_dir=os.path.join(out_dir, "failure-logs"),
+            libvirt_cache_dir=libvirt_cache_dir, log=self.say)
+        base = self.lab.base
+        self.etc = os.path.join(base, "etc")
+        self.data = os.path.join(base, "data")
+        self.nova_etc = os.path.join(self.etc, "nova")
+        self.lab.extra_binds = [
+            (self.nova_etc, nova_mod.CONF_DIR),
+            (os.path.join(self.etc, "nova-rdt"),
+             os.path.dirname(HOOK_SETTINGS)),
+            (os.path.join(self.data, "nova-rdt"), STATE_PATH)]
+        for _src, _dst in self.lab.extra_binds:
+            os.makedirs(_src, exist_ok=True)
+        sup = self.lab.sup
+        self.sup = sup
+        pythonpath = [os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))))]
+        self.pythonpath = pythonpath
+        self.db = mariadb_mod.MariaDB(os.path.join(self.data, "mariadb"),
+                                      sup, self.password)
+        self.rabbit = rabbitmq_mod.RabbitMQ(
+            os.path.join(self.data, "rabbitmq"), sup)
+        self.keystone = keystone_mod.Keystone(
+            os.path.join(self.etc, "keystone"),
+            os.path.join(self.data, "keystone"), sup,
+            self.db.url("keystone"), self.password, pythonpath)
+        self.glance = glance_mod.Glance(
+            os.path.join(self.etc, "glance"),
+            os.path.join(self.data, "glance"), sup, self.db.url("glance"),
+            self.keystone, pythonpath)
+        self.placement = placement_mod.Placement(
+            os.path.join(self.etc, "placement"), sup,
+            self.db.url("placement"), self.keystone, pythonpath)
+        self.neutron = neutron_mod.Neutron(
+            os.path.join(self.etc, "neutron"),
+            os.path.join(self.data, "neutron"), sup,
+            self.db.url("neutron"), self.keystone,
+            self.rabbit.transport_url, pythonpath)
+        self.nova = nova_mod.Nova(
+            self.nova_etc, os.path.join(self.data, "nova"), sup, self.db,
+            self.keystone, self.rabbit.transport_url, pythonpath)
+        self.exporter_port = ports.free_port()
+        self.controller_port = ports.free_port()
+        self.prometheus_port = ports.free_port()
+        self.plugin: devstack_plugin.Plugin | None = None
+        self.plugin_processes: dict[str, str] = {}
+        self.services: dict[str, dict] = {}
+        self.images: dict[str, str] = {}
+        self.tempest_workspace: str | None = None
+        self.hypervisor: str | None = None
+
+    # -- helpers ----------------------------------------------------------
+
+    @property
+    def base(self) -> str:
+        return self.lab.base
+
+    def _timed(self, step: str, fn, *args, **kw):
+        t0 = time.monotonic()
+        try:
+            return fn(*args, **kw)
+        finally:
+            self.timings[step] = round(time.monotonic() - t0, 1)
+
+    def env(self) -> dict[str, str]:
+        """The services' environment: this interpreter's commands first,
+        and the nova-rdt this process imports."""
+        bindir = os.path.dirname(sys.executable)
+        return {**os.environ,
+                "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                "PYTHONPATH": os.pathsep.join(
+                    self.pythonpath + ([os.environ["PYTHONPATH"]]
+                                       if os.environ.get("PYTHONPATH")
+                                       else []))}
+
+    def _run(self, argv: list[str], what: str, ns: bool = False,
+             timeout: float = 600.0) -> str:
+        log = os.path.join(self.lab.log_dir, "manage.log")
+        os.makedirs(self.lab.log_dir, exist_ok=True)
+        cmd = self.lab.ns.command(argv) if ns else argv
+        t0 = time.monotonic()
+        res = subprocess.run(cmd, capture_output=True, text=True,
+                             env=self.env(), timeout=timeout)
+        with open(log, "a") as f:
+            f.write(f"$ {' '.join(argv)}  # {time.monotonic() - t0:.1f}s,"
+                    f" status {res.returncode}\n{res.stdout}{res.stderr}\n")
+        if res.returncode != 0:
+            raise LabError(f"{what}: {' '.join(argv[:4])}... failed "
+                           f"({res.returncode}): "
+                           f"{(res.stderr or res.stdout)[-1500:]}")
+        return res.stdout
+
+    def _chain(self, name: str, steps: list[list[str]]) -> None:
+        def go():
+            for argv in steps:
+                self._run(argv, name)
+        self._timed(name, go)
+
+    def _spawn(self, name: str, argv: list[str], ns: bool = False,
+               env: dict | None = None) -> Process:
+        proc = self.sup.spawn(name, self.lab.ns.command(argv) if ns
+                              else argv, env=env or self.env())
+        self.procs.append(proc)
+        return proc
+
+    def _record(self, name: str, proc: Process, url: str | None = None,
+                **more) -> None:
+        self.services[name] = {"pid": proc.pid, "url": url,
+                               "log": proc.log_path, **more}
+
+    # -- start ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Everything, in order; a failure stops nothing (the caller's
+        :meth:`stop` does) and names the step."""
+        t0 = time.monotonic()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+        try:
+            self._start(pool)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.timings["start"] = round(time.monotonic() - t0, 1)
+
+    def _start(self, pool) -> None:
+        say = self.say
+        host = pool.submit(self._timed, "host lab (emulator, namespace, "
+                           "OVS-DPDK)", self._start_host)
+        self.rabbit.spawn()
+        self.procs += [self.rabbit.epmd, self.rabbit.proc]
+        self._timed("mariadb", self.db.start)
+        self.procs.append(self.db.proc)
+        self._record("mariadb", self.db.proc,
+                     f"mysql://127.0.0.1:{self.db.port}")
+        for name in ("keystone", "glance", "placement", "neutron",
+                     "nova_api", "nova_cell0", "nova_cell1"):
+            self.db.create_database(name)
+        for svc in (self.keystone, self.glance, self.placement,
+                    self.neutron):
+            svc.configure()
+        host.result()
+        say(f"host: emulated {self.profile.name} resctrl, libvirt "
+            f"namespace, OVS-DPDK (pmd-cpu-mask "
+            f"{self.lab.ovs.pmd_cpu_mask:#x}) in "
+            f"{self.timings.get('host lab (emulator, namespace, OVS-DPDK)')}"
+            f" s")
+        self._configure_nova()
+        chains = [pool.submit(self._chain, "keystone-manage",
+                              self.keystone.manage_steps()),
+                  pool.submit(self._chain, "glance-manage",
+                              self.glance.manage_steps()),
+                  pool.submit(self._chain, "placement-manage",
+                              self.placement.manage_steps()),
+                  pool.submit(self._chain, "neutron-db-manage",
+                              self.neutron.manage_steps()),
+                  pool.submit(self._chain, "nova-manage",
+                              self.nova.manage_steps()),
+                  pool.submit(self._timed, "libvirtd (hook from the "
+                              "plugin)", self._start_libvirt)]
+        self._timed("rabbitmq", self.rabbit.wait)
+        self._record("rabbitmq", self.rabbit.proc, self.rabbit.transport_url
+                     .replace("guest:guest@", ""))
+        chains[0].result()
+        self.keystone.api.spawn(env=self.env())
+        self.procs.append(self.keystone.api.proc)
+        self._wait_api("keystone", self.keystone.api,
+                       self.keystone.url + "/v3")
+        self._timed("keystone accounts and catalog", self.keystone.populate,
+                    {"compute": ("nova", self.nova.url),
+                     "image": ("glance", self.glance.url),
+                     "placement": ("placement", self.placement.url),
+                     "network": ("neutron", self.neutron.url)})
+        for fut in chains[1:]:
+            fut.result()
+        say("databases: " + ", ".join(
+            f"{k} {v} s" for k, v in self.timings.items()
+            if k.endswith("manage")))
+        for svc in (self.glance, self.placement, self.neutron):
+            svc.api.spawn(env=self.env())
+            self.procs.append(svc.api.proc)
+        self.nova.api.spawn(wrap=self.lab.ns.command, env=self.env())
+        self.procs.append(self.nova.api.proc)
+        conductor = self._spawn(
+            "nova-conductor", ["nova-conductor", "--config-file",
+                               nova_mod.NOVA_CONF], ns=True)
+        scheduler = self._spawn(
+            "nova-scheduler", ["nova-scheduler", "--config-file",
+                               nova_mod.NOVA_CONF], ns=True)
+        self._record("nova-conductor", conductor)
+        self._record("nova-scheduler", scheduler)
+        for name, svc, path in (("glance-api", self.glance, "/"),
+                                ("placement-api", self.placement, "/"),
+                                ("neutron-api", self.neutron, "/"),
+                                ("nova-api", self.nova, "/")):
+            self._wait_api(name, svc.api, svc.api.url + path)
+        libvirt_ready = chains[-1]
+        libvirt_ready.result()
+        compute = self._spawn(
+            "nova-compute", ["nova-compute", "--config-file",
+                             nova_mod.NOVA_CPU_CONF], ns=True)
+        self._record("nova-compute", compute)
+        self._timed("images", self._upload_images)
+        self._timed("nova-compute up and mapped", self._wait_compute,
+                    compute)
+        self._timed("exporter, controller, prometheus",
+                    self._start_observers)
+
+    def _start_host(self) -> None:
+        lab = self.lab
+        lab.start_resctrl()
+        lab.start_namespace()
+        lab.start_ovs()
+
+    def _configure_nova(self) -> None:
+        lab = self.lab
+        ovs = lab.ovs
+        libvirt = {"virt_type": self.machine.virt_type}
+        if self.machine.virt_type == "kvm":
+            libvirt.update(cpu_mode="none")
+        rdt_host = {
+            "ovsdb_connection": f"unix:{ovs.db_sock}",
+            "ovs_vswitchd_pidfile": ovs.vswitchd_pidfile,
+            "ovs_vswitchd_target": ovs.vswitchd_ctl,
+        }
+        self.nova.write_conf(libvirt, rdt_host)
+        from nova_rdt.lab.allinone import ini as ini_mod
+        # The exporter's and controller's own groups (not the plugin's).
+        with open(self.nova.conf, "a") as f:
+            f.write("\n" + ini_mod.render({
+                "rdt_controller": {
+                    "port": self.controller_port,
+                    "state_file": os.path.join(self.data, "nova-rdt",
+                                               "controller.json")},
+                "os_vif_ovs": {"ovsdb_connection": f"unix:{ovs.db_sock}"},
+            }))
+        self.plugin = devstack_plugin.Plugin(
+            self.plugin_env(), os.path.join(lab.log_dir,
+                                            "devstack-plugin.log"),
+            wrap=lab.ns.command)
+        self._timed("devstack plugin: stack post-config", self.plugin.run,
+                    "post-config", nova_mod.Nova.CPU_CONF_BASH)
+
+    def plugin_env(self) -> dict[str, str]:
+        """devstack's variables for the plugin, as lib/nova sets them on
+        an all-in-one host with OVS-DPDK."""
+        bindir = os.path.dirname(sys.executable)
+        return {
+            **self.env(),
+            "DEST": self.data, "NOVA_DIR": os.path.join(self.data,
+                                                        "no-nova-tree"),
+            "NOVA_CONF_DIR": nova_mod.CONF_DIR,
+            "NOVA_CONF": nova_mod.NOVA_CONF,
+            "NOVA_CPU_CONF": nova_mod.NOVA_CPU_CONF,
+            "NOVA_API_PASTE_INI": nova_mod.API_PASTE,
+            "NOVA_BIN_DIR": bindir,
+            "ENABLED_SERVICES": "key,mysql,rabbit,g-api,placement-api,"
+                                "n-api,n-cond,n-sch,n-cpu,q-svc,tempest,"
+                                "nova-rdt,nova-rdt-exporter,"
+                                "nova-rdt-controller",
+            "OVS_DATAPATH_TYPE": "netdev",
+            "NOVA_RDT_RESERVED_HOST_WAYS": str(RESERVED_HOST_WAYS),
+            "NOVA_RDT_CLASSES": CLASSES,
+            "NOVA_RDT_EXPORTER_PORT": str(self.exporter_port),
+            "NOVA_RDT_HOOKS_DIR": HOOKS_DIR,
+            "NOVA_RDT_HOOK_SETTINGS": HOOK_SETTINGS,
+            "NOVA_RDT_STATE_PATH": STATE_PATH,
+            "TEMPEST_CONFIG": os.path.join(self.data, "tempest",
+                                           "etc", "tempest.conf"),
+            "NOVA_RDT_TEMPEST_RDT_COMPUTE": "True",
+        }
+
+    def _start_libvirt(self) -> None:
+        """The plugin's ``stack extra`` installs the hook (and syncs the
+        PMD COS from OVS) before libvirtd starts: libvirtd reads hooks
+        only at start, which is why the plugin restarts it."""
+        rec = self.plugin.run("extra")
+        self.plugin_processes = rec.processes
+        self.lab.start_libvirt()
+
+    def _wait_api(self, name: str, api, url: str) -> None:
+        proc = api.proc
+        self._timed(f"{name} answering", self.sup.wait_for, proc,
+                    lambda: _http_up(url), START_TIMEOUT,
+                    f"answering {url}")
+        self._record(name, proc, api.url)
+
+    def conn(self, member: bool = False):
+        import openstack
+        auth = (self.keystone.member_auth() if member
+                else self.keystone.admin_auth())
+        return openstack.connect(region_name=keystone_mod.REGION,
+                                 interface="public", **auth)
+
+    def _upload_images(self) -> None:
+        from nova_rdt.lab.guest import boot as guest_boot
+        from nova_rdt.lab.guest import image as guest_image
+        img = guest_image.load()
+        root = os.path.join(self.data, "root-disk.raw")
+        with open(root, "wb") as f:
+            f.truncate(ROOT_DISK_MIB << 20)
+        conn = self.conn()
+        try:
+            def up(name, path, fmt, **props):
+                image = conn.image.create_image(
+                    name=name, filename=path, disk_format=fmt,
+                    container_format=fmt, visibility="public",
+                    wait=True, allow_duplicates=True, **props)
+                self.images[name] = image.id
+                return image.id
+            kernel = up(f"{IMAGE}-kernel", img.kernel, "aki")
+            ramdisk = up(f"{IMAGE}-initrd", img.initrd, "ari")
+            up(IMAGE, root, "ami", kernel_id=kernel, ramdisk_id=ramdisk,
+               os_command_line=guest_boot.cmdline("probe"),
+               architecture="x86_64")
+        finally:
+            conn.close()
+
+    def _wait_compute(self, compute: Process) -> None:
+        conn = self.conn()
+        try:
+            deadline = time.monotonic() + COMPUTE_TIMEOUT
+            while True:
+                up = [s for s in conn.compute.services(binary="nova-compute")
+                      if s.state == "up"]
+                if up:
+                    self.hypervisor = up[0].host
+                    break
+                self._alive(compute, "registering its service")
+                self._no_fatal(compute)
+                if time.monotonic() > deadline:
+                    raise LabError(f"nova-compute did not come up within "
+                                   f"{COMPUTE_TIMEOUT:.0f}s; its log ends:\n"
+                                   f"{compute.log_tail()}")
+                time.sleep(1)
+            while True:
+                self._run(self.nova.discover_hosts(), "discover_hosts")
+                rps = list(conn.placement.resource_providers())
+                if rps:
+                    break
+                self._alive(compute, "reporting to placement")
+                if time.monotonic() > deadline:
+                    raise LabError("no resource provider in placement "
+                                   "after nova-compute came up")
+                time.sleep(2)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _no_fatal(proc: Process) -> None:
+        """oslo.service keeps a process whose service failed to start
+        alive; Nova's commands log that failure on the ``nova`` logger."""
+        tail = proc.log_tail(20000)
+        if " ERROR nova " in tail:
+            first = tail[tail.index(" ERROR nova "):]
+            raise LabError(f"{proc.name} failed to start: "
+                           f"{first[:3000]}")
+
+    def _alive(self, proc: Process, what: str) -> None:
+        if not proc.running():
+            raise LabError(f"{proc.name} exited (status "
+                           f"{proc.popen.poll()}) before {what}; its log "
+                           f"ends:\n{proc.log_tail()}")
+
+    def _start_observers(self) -> None:
+        """The plugin's run_process command lines (recorded at ``stack
+        extra``), run in the namespace; then Prometheus scraping the
+        exporter."""
+        import shlex
+        for name in ("nova-rdt-exporter", "nova-rdt-controller"):
+            cmd = self.plugin_processes.get(name)
+            if not cmd:
+                raise LabError(f"the plugin's stack extra did not run_process"
+                               f" {name}")
+            proc = self._spawn(name, shlex.split(cmd), ns=True)
+            url = (f"http://127.0.0.1:{self.exporter_port}"
+                   if name == "nova-rdt-exporter"
+                   else f"http://127.0.0.1:{self.controller_port}")
+            self.sup.wait_for(proc, lambda u=url: _http_up(u + "/metrics"),
+                              60, f"serving {url}/metrics")
+            self._record(name, proc, url, command=cmd)
+        pdir = os.path.join(self.data, "prometheus")
+        os.makedirs(pdir, exist_ok=True)
+        cfg = os.path.join(pdir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            json.dump({"global": {"scrape_interval": "5s",
+                                  "evaluation_interval": "5s"},
+                       "scrape_configs": [{
+                           "job_name": "nova-rdt", "honor_labels": True,
+                           "static_configs": [{"targets": [
+                               f"127.0.0.1:{self.exporter_port}",
+                               f"127.0.0.1:{self.controller_port}"]}]}]},
+                      f)
+        prom = self._spawn("prometheus", [
+            "prometheus", f"--config.file={cfg}",
+            f"--storage.tsdb.path={os.path.join(pdir, 'data')}",
+            f"--web.listen-address=127.0.0.1:{self.prometheus_port}"])
+        url = f"http://127.0.0.1:{self.prometheus_port}"
+        self.sup.wait_for(prom, lambda: _http_up(url + "/-/ready"), 60,
+                          "ready")
+        self._record("prometheus", prom, url)
+
+    # -- stop -------------------------------------------------------------
+
+    def stop(self) -> list[str]:
+        """Every process in reverse order, then the Host lab; returns what
+        outlived it all (should be nothing)."""
+        t0 = time.monotonic()
+        sessions = [p.pid for p in self.procs]
+        for proc in reversed(self.procs):
+            t = time.monotonic()
+            self.sup.stop(proc, timeout=20)
+            self.stop_timings[proc.name] = round(time.monotonic() - t, 1)
+        self._sweep_sessions(sessions)
+        self.lab.stop()
+        left = self.lab.leaks() + [f"process {s}" for s in
+                                   self._session_members(sessions)]
+        left += [f"process in lab namespace (killed) {s}"
+                 for s in self.lab.swept]
+        self.timings["stop"] = round(time.monotonic() - t0, 1)
+        return left
+
+    @staticmethod
+    def _session_members(sessions: list[int]) -> list[str]:
+        out = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) in sessions:
+                    with open(f"/proc/{pid}/comm") as f:
+                        out.append(f"{f.read().strip()}[{pid}]")
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def _sweep_sessions(self, sessions: list[int]) -> None:
+        """Workers a master left behind (a uWSGI worker, a privsep
+        daemon): killed and recorded in :attr:`swept`."""
+        for _ in range(20):
+            left = self._session_members(sessions)
+            if not left:
+                return
+            for entry in left:
+                pid = int(entry.rsplit("[", 1)[1].rstrip("]"))
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.swept.append(entry)
+                except OSError:
+                    pass
+            time.sleep(0.1)
