@@ -497,7 +497,9 @@ def register(sub) -> None:
                        "of nova-status")
     status_sub = status.add_subparsers(dest="status_cmd", required=True)
     upgrade = status_sub.add_parser(
-        "upgrade", help="nova-rdt status upgrade check")
+        "upgrade", help="check this node's nova-rdt set-up, by role, "
+                        "before and after an upgrade (as nova-status "
+                        "upgrade check)")
     upgrade.add_argument("check", choices=["check"],
                          help="run the checks (the only action, as for "
                               "nova-status)")
