@@ -124,6 +124,7 @@ def controller(args) -> int:
     state_file = args.state_file or c.state_file or \
         os.path.join(state_path, "controller.json")
     if args.restore:
+        common.say_read(args.read_files)
         try:
             done = state_mod.restore(fs, state_file)
         except state_mod.StateError as e:
