@@ -14,6 +14,7 @@ import dataclasses
 import json
 from typing import Any
 
+from nova_rdt.allocation import naming
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
@@ -23,8 +24,10 @@ STATS_KEY = "rdt"
 # driver publishes it beside an empty STATS_KEY, RDTFilter logs it.
 DEGRADED_STAT = "rdt_degraded"
 # 2: the compact form, with free runs, RMIDs, host cells and classes.
-STATS_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+# 3: the PMD COS rule (its span per cache id that holds PMD cores, and
+#    what a sharer can get beside what anyone else can) and sparse masks.
+STATS_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 
 # Cache types as libvirt names them; a CDP host has code and data masks.
 BOTH = "both"
@@ -47,7 +50,16 @@ MBM_FEATURES = frozenset({"mbm_total_bytes", "mbm_local_bytes"})
 
 @dataclasses.dataclass(frozen=True)
 class CacheIdState:
-    """One L3 cache instance (a socket, usually): its ways and holders."""
+    """One L3 cache instance (a socket, usually): its ways and holders.
+
+    ``pmd`` says the PMD COS's span rule holds here (the PMD COS is on and
+    this cache id's CPUs run PMD threads); ``pmd_want`` is then, per type,
+    what the PMD COS must cover: its base ways and its sharers' ways (0 or
+    absent: nothing yet).  The rule is the placement planner's
+    (:mod:`nova_rdt.allocation.placement`): a sharer keeps the span of
+    ``pmd_want`` and its own ways one run over nobody else's ways (any
+    ways under sparse masks); anyone else stays out of that span.
+    """
 
     id: int
     cpus: frozenset[int]
@@ -55,12 +67,73 @@ class CacheIdState:
     way_size: int                 # bytes; libvirt's "granularity"
     min_ways: int
     used: Mapping[str, int]       # type ("both"/"code"/"data") -> mask
+    sparse: bool = False          # the kernel takes non-contiguous masks
+    pmd: bool = False
+    pmd_want: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def free_mask(self, kind: str) -> int:
         return ~self.used[kind] & cbm.full_mask(self.cbm_len)
 
+    def pmd_cover(self, kind: str) -> int:
+        """The ways the PMD COS spans here (0 where the rule does not
+        hold or nothing is shared yet)."""
+        if not self.pmd:
+            return 0
+        want = self.pmd_want.get(kind, 0)
+        return want if self.sparse else span(want)
+
+    def room(self, kind: str, sharer: bool = False) -> int:
+        """The most ways one new group can get here, by the placement
+        planner's rules: anyone outside the PMD span, a PMD sharer
+        (``rdt:pmd_share=true``) inside it or next to it."""
+        full = cbm.full_mask(self.cbm_len)
+        used = self.used[kind]
+        want = self.pmd_want.get(kind, 0) if self.pmd else 0
+        cover = self.pmd_cover(kind)
+        if self.sparse or not (sharer and want):
+            # Under sparse masks the span is the wanted ways themselves,
+            # so a sharer has no more room than anyone else.
+            return _room(full & ~used & ~cover, self.min_ways, self.sparse)
+        # A sharer: free ways and the holes of the span (ways no one
+        # holds any more), within the run around the span that holds no
+        # one else's ways.
+        free = (full & ~used & ~want) | (cover & ~want)
+        around = next(r.mask for r in cbm.runs(full & ~(used & ~cover))
+                      if r.mask & cover)
+        return _longest(free & around)
+
     def largest_free_run(self, kind: str) -> int:
-        return cbm.largest_free_run(self.used[kind], self.cbm_len)
+        """The most ways a group that does not share with the PMDs (a
+        class's, or an instance's) can get here."""
+        return self.room(kind)
+
+
+def span(mask: int) -> int:
+    """The smallest contiguous mask covering ``mask`` (0 for 0)."""
+    if not mask:
+        return 0
+    low = (mask & -mask).bit_length() - 1
+    return cbm.Run(low, mask.bit_length() - low).mask
+
+
+def _longest(mask: int) -> int:
+    return max((r.length for r in cbm.runs(mask)), default=0)
+
+
+def _room(free: int, min_ways: int, sparse: bool) -> int:
+    """The most ways of ``free`` one valid mask can hold.
+
+    Contiguous: the longest run.  Sparse: the kernel checks only the
+    lowest run against ``min_cbm_bits``, so the best mask starts at the
+    lowest run that long and takes every free way above it.
+    """
+    best = _longest(free)
+    if sparse:
+        low = max(min_ways, 1)
+        first = next((r for r in cbm.runs(free) if r.length >= low), None)
+        if first is not None:
+            best = max(best, cbm.popcount(free >> first.start))
+    return best
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,26 +237,45 @@ class HostRdtState:
         return None
 
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
-                        clos: int = 1) -> HostRdtState:
-        """This state after an allocation of ``masks`` and ``clos`` CLOS."""
+                        clos: int = 1, pmd_share: bool = False,
+                        rmids: int | None = None) -> HostRdtState:
+        """This state after an allocation of ``masks`` and ``clos`` CLOS.
+
+        ``pmd_share``: the masks are a PMD sharer's, so the PMD COS spans
+        them too on the cache ids where its rule holds.  ``rmids``: the
+        RMIDs the allocation takes on a monitoring host (one per CLOS
+        unless told: every new group has one).
+        """
         cache = dict(self.cache)
         for cid, by_type in masks.items():
             c = cache[cid]
             used = dict(c.used)
+            want = dict(c.pmd_want)
             for kind, mask in by_type.items():
                 used[kind] |= mask
-            cache[cid] = dataclasses.replace(c, used=used)
-        rmids = self.rmids_free - clos if self.mon_capable \
+                if pmd_share and c.pmd:
+                    want[kind] = want.get(kind, 0) | mask
+            c = dataclasses.replace(
+                c, used=used, pmd_want={k: m for k, m in want.items() if m})
+            if pmd_share and c.pmd:
+                # The PMD COS is written over its whole span: holes in it
+                # are the sharers' from now on, no one else's.
+                c = dataclasses.replace(c, used={
+                    k: m | c.pmd_cover(k) for k, m in used.items()})
+            cache[cid] = c
+        taken = clos if rmids is None else rmids
+        left = self.rmids_free - taken if self.mon_capable \
             else self.rmids_free
         return dataclasses.replace(self, cache=cache,
                                    clos_free=self.clos_free - clos,
-                                   rmids_free=max(rmids, 0))
+                                   rmids_free=max(left, 0))
 
     # -- stats encoding -------------------------------------------------
     #
     # One JSON string, compact, with what the filter needs precomputed:
-    # the largest free run per cache id and type, the cache indexes of
-    # every host cell, and whether each class can be honoured.  What
+    # the room per cache id and type (for anyone, and for a PMD sharer),
+    # the cache indexes of every host cell, and whether each class can be
+    # honoured.  What
     # only depends on the hardware (CDP, MB, way geometry) travels as one
     # inner string, "shape", which the filter uses as it is: a key for
     # what it works out once per kind of host.  The masks stay, so the
@@ -197,7 +289,8 @@ class HostRdtState:
             [int(self.cdp),
              [mb.units, mb.gran, mb.min, mb.max, list(mb.ids)] if mb
              else None,
-             [[c.id, c.cbm_len, c.way_size, c.min_ways] for c in caches]],
+             [[c.id, c.cbm_len, c.way_size, c.min_ways, int(c.sparse)]
+              for c in caches]],
             separators=(",", ":"))
 
     def to_stats(self) -> dict[str, str]:
@@ -211,11 +304,15 @@ class HostRdtState:
             "clos": self.clos_free,
             "rmid": [self.rmids, self.rmids_free],
             "mon": sorted(self.monitoring),
-            # [id, cpus, used masks (hex), largest free run], the last
-            # two per type in cache_types order.
+            # [id, cpus, used masks (hex), room, room for a PMD sharer,
+            # the PMD COS's wanted ways (hex; null: no PMD rule here)],
+            # all but the id, cpus and rule per type in cache_types order.
             "l3": [[c.id, caps_mod.format_cpu_list(c.cpus),
                     [f"{c.used[k]:x}" for k in kinds],
-                    [c.largest_free_run(k) for k in kinds]]
+                    [c.room(k) for k in kinds],
+                    [c.room(k, sharer=True) for k in kinds],
+                    [f"{c.pmd_want.get(k, 0):x}" for k in kinds]
+                    if c.pmd else None]
                    for c in (self.cache[cid] for cid in order)],
             # [cell, cpus, indexes into l3 of the cache ids it uses]
             "cells": [[cell, caps_mod.format_cpu_list(cpus),
@@ -244,24 +341,34 @@ class HostRdtState:
             return None
         try:
             doc = json.loads(raw)
-            if doc.get("v") == 1:
+            version = doc.get("v")
+            if version == 1:
                 return cls._from_v1(doc)
-            if doc.get("v") != STATS_VERSION:
+            if version not in _READABLE_VERSIONS:
                 return None
             cdp_, mb, geo = json.loads(doc["shape"])
             cdp = bool(cdp_)
             kinds = CDP_TYPES if cdp else (BOTH,)
             cache = {}
-            for (cid, n, way, mn), (cid2, cpus, used, _largest) in zip(
-                    geo, doc["l3"], strict=True):
+            for g, entry in zip(geo, doc["l3"], strict=True):
+                cid, n, way, mn = g[:4]
+                cid2, cpus, used = entry[:3]
                 if cid != cid2:
                     return None
+                # Version 2 has no sparse flag and no PMD rule.
+                sparse = bool(g[4]) if version >= 3 else False
+                want = entry[5] if version >= 3 else None
                 cache[int(cid)] = CacheIdState(
                     id=int(cid),
                     cpus=frozenset(caps_mod.parse_cpu_list(cpus)),
                     cbm_len=int(n), way_size=int(way), min_ways=int(mn),
                     used={k: int(m, 16) for k, m in zip(kinds, used,
-                                                         strict=True)})
+                                                         strict=True)},
+                    sparse=sparse, pmd=want is not None,
+                    pmd_want={} if want is None else {
+                        k: int(m, 16) for k, m in zip(kinds, want,
+                                                      strict=True)
+                        if int(m, 16)})
             classes = None
             if "cls" in doc:
                 classes = {name: ClassState(name, int(ways), mb_,
@@ -306,7 +413,8 @@ def from_resctrl(view: Any,
                  way_sizes: Mapping[int, int] | None = None,
                  host_cells: Mapping[int, frozenset[int]] | None = None,
                  classes: Mapping[str, rdtclass.RdtClass] | None = None,
-                 prefix: str = "") -> HostRdtState:
+                 prefix: str = "", pmd_cos: bool | None = None,
+                 pmd_base: Any = None) -> HostRdtState:
     """Build the state from a :class:`~nova_rdt.resctrl.hostview.HostView`.
 
     ``cache_cpus`` and ``way_sizes`` override what resctrl's sysfs topology
@@ -315,20 +423,52 @@ def from_resctrl(view: Any,
     union of every group's mask, the root's included.  ``host_cells``
     (cell -> CPUs) and ``classes`` (``[rdt] classes``, whose groups are
     named with ``prefix``) are published for the filter when given.
+
+    The PMD COS (the group ``naming.pmd_group(prefix)``): its rule holds
+    when ``pmd_cos`` says so (None: when the group exists), on the cache
+    ids its CPUs use (every id while it has no CPUs).  What it must
+    cover there is ``pmd_base`` (its own ways, a
+    :class:`~nova_rdt.resctrl.schemata.Schemata` such as
+    :func:`nova_rdt.allocation.hostlayout.plan` gives) and the groups
+    inside its mask, the sharers; without ``pmd_base``, its whole mask
+    (ways a departed sharer left inside it are then not offered).
     """
     caps = view.caps
     cdp = caps.cdp
     cache: dict[int, CacheIdState] = {}
+    kinds = CDP_TYPES if cdp else (BOTH,)
+    ctrl = {g.name: g for g in view.groups if g.kind == "ctrl"}
+    pmd_group = ctrl.get(naming.pmd_group(prefix))
+    rule = pmd_group is not None if pmd_cos is None else pmd_cos
+    root = ctrl.get("/")
     l3 = caps.cache.get("L3CODE" if cdp else "L3")
     if l3 is not None:
         for dom_id, dom in sorted(l3.domains.items()):
             ws = (way_sizes or {}).get(dom_id) or l3.way_size(dom_id) or 0
-            cpus = (cache_cpus or {}).get(dom_id, frozenset(dom.cpus))
-            used = {kind: view.used_mask(_RESOURCE_OF_TYPE[kind], dom_id)
-                    for kind in (CDP_TYPES if cdp else (BOTH,))}
-            cache[dom_id] = CacheIdState(
-                id=dom_id, cpus=frozenset(cpus), cbm_len=l3.cbm_len,
-                way_size=ws, min_ways=max(l3.min_cbm_bits, 1), used=used)
+            cpus = frozenset((cache_cpus or {}).get(dom_id, dom.cpus))
+            on = rule and (pmd_group is None or not pmd_group.cpus
+                           or bool(cpus & set(pmd_group.cpus)))
+            # Known the base, the PMD COS is what it must cover (its span,
+            # added below), whatever its mask still holds: the compute
+            # plans it so.  Else its mask counts, as everyone's.
+            skip = pmd_group if on and pmd_base is not None else None
+            used = {k: _used(view, _RESOURCE_OF_TYPE[k], dom_id, skip)
+                    for k in kinds}
+            want = {}
+            if on:
+                want = {k: _pmd_want(view, _RESOURCE_OF_TYPE[k], dom_id,
+                                     pmd_group, root, pmd_base)
+                        for k in kinds}
+            c = CacheIdState(
+                id=dom_id, cpus=cpus, cbm_len=l3.cbm_len,
+                way_size=ws, min_ways=max(l3.min_cbm_bits, 1), used=used,
+                sparse=l3.sparse_masks, pmd=on,
+                pmd_want={k: m for k, m in want.items() if m})
+            if on:
+                # The span is the PMD COS's, whatever its mask says now.
+                c = dataclasses.replace(c, used={
+                    k: m | c.pmd_cover(k) for k, m in used.items()})
+            cache[dom_id] = c
     mb = None
     bw = caps.bandwidth.get("MB")
     if bw is not None:
@@ -357,3 +497,32 @@ def from_resctrl(view: Any,
         rmids_free=max(rmids - len(view.groups), 0) if mon else 0,
         cells=dict(host_cells or {}),
         classes=class_states)
+
+
+def _used(view: Any, res: str, cid: int, skip: Any) -> int:
+    """Every control group's mask on one cache id but ``skip``'s."""
+    used = 0
+    for g in view.groups:
+        if g is not skip:
+            used |= g.schemata.get(res, {}).get(cid, 0)
+    return used
+
+
+def _pmd_want(view: Any, res: str, cid: int, pmd_group: Any, root: Any,
+              pmd_base: Any) -> int:
+    """What the PMD COS must cover on one cache id and resource."""
+    mask = pmd_group.schemata.get(res, {}).get(cid, 0) if pmd_group else 0
+    host = root.schemata.get(res, {}).get(cid, 0) if root else 0
+    if mask & host:
+        # With nothing to span, the PMD COS holds the host's ways.
+        mask = 0
+    if pmd_base is None:
+        return mask
+    want = pmd_base.get(res, cid) or 0
+    for g in view.groups:
+        if g.kind != "ctrl" or g is pmd_group or g is root:
+            continue
+        m = g.schemata.get(res, {}).get(cid, 0)
+        if m and m & mask == m:
+            want |= m                   # a sharer, inside the PMD COS
+    return want

@@ -1,9 +1,13 @@
 """Allocation planning: from an ``rdt:`` request to ways per cache id.
 
 Pure logic shared by the scheduler filter (which knows only how many guest
-NUMA nodes there are) and the driver (which knows the exact pinning).  The
-simulation of placement uses libvirt's own policy (:func:`cbm.best_fit`),
-so what is planned here is what libvirt will allocate.
+NUMA nodes there are) and the driver (which knows the exact pinning).
+:func:`demand` turns a request into ways per cache id; :func:`decide`
+places them by the compute's own rules
+(:mod:`nova_rdt.allocation.placement`: PMD sharers next to the PMD COS,
+everyone else away from it), which :func:`fits_anywhere` and
+:class:`HostSummary` answer for the filter.  :func:`place` predicts
+libvirt's own best fit.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from typing import Literal
 
 from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import placement as placement_mod
 from nova_rdt.allocation import spec
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
@@ -228,6 +233,58 @@ def place(state: hoststate.HostRdtState, d: Demand
     return masks
 
 
+def decide(state: hoststate.HostRdtState, d: Demand,
+           pmd_share: bool = False) -> dict[int, dict[str, int]]:
+    """The masks the compute decides for ``d`` on ``state``.
+
+    The placement planner's own choice, with everything already on the
+    host held where it is: the host's ways and every other group's as
+    fixed, the PMD COS's base and sharers as its wanted ways.  Raises
+    CannotHonour, saying why, when no valid placement exists (the same
+    CLOS and RMID rules as :func:`place`).
+    """
+    if d.needs_clos and state.clos_free < 1:
+        raise CannotHonour("no free CLOS (class of service) left on this "
+                           "host")
+    if (d.needs_clos or d.monitor) and state.mon_capable \
+            and state.rmids_free < 1:
+        raise CannotHonour("no free RMID (monitoring ID) left on this host")
+    masks: dict[int, dict[str, int]] = {}
+    for cid, per in sorted(d.cache.items()):
+        c = state.cache[cid]
+        for kind, ways in sorted(per.items()):
+            res = _RESOURCE_OF_KIND[kind]
+            host = _placement_host(c, kind, res, state.clos_free)
+            new = placement_mod.Reservation(
+                "new", {res: {cid: ways}}, pmd_share=pmd_share)
+            try:
+                plan = placement_mod.place(host, {}, {}, new)
+            except placement_mod.NoPlacement as e:
+                raise CannotHonour(str(e)) from None
+            masks.setdefault(cid, {})[kind] = plan.instances["new"][res][cid]
+    return masks
+
+
+_RESOURCE_OF_KIND = {hoststate.BOTH: "L3", "code": "L3CODE",
+                     "data": "L3DATA"}
+
+
+def _placement_host(c: hoststate.CacheIdState, kind: str, res: str,
+                    clos: int) -> placement_mod.Host:
+    """One cache id and type as the placement planner's host: what is
+    held is the host's, what the PMD COS wants is its base."""
+    want = c.pmd_want.get(kind, 0) if c.pmd else 0
+    holes = c.pmd_cover(kind) & ~want
+    return placement_mod.Host(
+        resources={res: placement_mod.Resource(c.cbm_len, c.min_ways,
+                                               c.sparse)},
+        ids={res: (c.id,)},
+        host_ways={res: {c.id: c.used[kind] & ~holes}},
+        pmd_base={res: {c.id: want}} if c.pmd else {},
+        pmd_ids=frozenset({c.id}) if c.pmd else None,
+        clos=max(clos, 1))
+
+
 def class_problem(state: hoststate.HostRdtState, name: str) -> str | None:
     """Why ``rdt:class=name`` cannot be honoured here; None: it can.
 
@@ -279,7 +336,7 @@ def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
     """The filter's question, answered the slow, exact way.
 
     Could some placement that Nova may choose on this host be planned by
-    the driver (:func:`demand` then :func:`place`)?  Guest NUMA nodes go to
+    the driver (:func:`demand` then :func:`decide`)?  Guest NUMA nodes go to
     distinct host cells (only those in ``eligible``, when given) and take
     ways on every cache id their cell uses.  Returns None when it fits,
     else the reason it does not.  :class:`HostSummary` gives the same
@@ -297,9 +354,10 @@ def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
             return "no free CLOS left"
         if state.mon_capable and state.rmids_free < 1:
             return "no free RMID left"
+        share = request.pmd_share
         if placement.guest is None:
-            place(state, demand(request, placement.vcpus, None, state, {},
-                                False))
+            decide(state, demand(request, placement.vcpus, None, state, {},
+                                 False), share)
             return None
         cells = dict(state.cells) or {cid: c.cpus
                                       for cid, c in state.cache.items()}
@@ -322,8 +380,8 @@ def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
             guest = [GuestCell(i, placement.guest[i], cell)
                      for i, cell in enumerate(perm)]
             try:
-                place(state, demand(request, placement.vcpus, guest, state,
-                                    cells, False))
+                decide(state, demand(request, placement.vcpus, guest, state,
+                                     cells, False), share)
                 return None
             except CannotHonour as e:
                 why = f"guest nodes on host cells {list(perm)}: {e}"
@@ -348,7 +406,8 @@ class HostSummary:
     clos_free: int
     need_rmid: bool                # monitoring host without a free RMID
     cmt: bool
-    l3: list[Any]                  # [id, cpus, used, largest] per cache id
+    l3: list[Any]                  # [id, cpus, used, room, sharer's room,
+                                   #  PMD want] per cache id
     cells: list[Any]               # [cell, cpus, cache indexes]
     disjoint: bool | None          # no cache id in two cells (lazy)
     classes: list[Any] | None      # [name, ways, mb, exists, can make]
@@ -374,8 +433,8 @@ class HostSummary:
             mon = doc["mon"]
             self.need_rmid = bool(mon) and doc["rmid"][1] < 1
             self.cmt = hoststate.CMT_FEATURE in mon
-            # Kept as parsed: [id, cpus, used, largest] and
-            # [cell, cpus, cache indexes]; read where needed.
+            # Kept as parsed: [id, cpus, used, room, sharer's room, PMD
+            # want] and [cell, cpus, cache indexes]; read where needed.
             self.l3 = l3 = doc["l3"]
             self.cells = doc["cells"] or \
                 [[c[0], "", [i]] for i, c in enumerate(l3)]
@@ -425,9 +484,11 @@ class HostSummary:
         if plan is False:
             return self.NO
         asks, lens = plan
+        # What a PMD sharer can get, or anyone else.
+        col = 4 if request.pmd_share else 3
         if placement.guest is None:
-            return self.ALL if self._on(asks[0], range(len(lens)), lens) \
-                else self.NO
+            return self.ALL if self._on(asks[0], range(len(lens)), lens,
+                                        col) else self.NO
         cells = self.cells
         k = len(asks)
         if k > len(cells):
@@ -438,7 +499,7 @@ class HostSummary:
             if a is None:
                 return self.ALL
             only = eligible[0] if eligible is not None else None
-            results = [self._on(a, cell[2], lens) for cell in cells
+            results = [self._on(a, cell[2], lens, col) for cell in cells
                        if only is None or cell[0] in only]
         else:
             perms = [p for p in itertools.permutations(range(len(cells)), k)
@@ -450,32 +511,33 @@ class HostSummary:
                 self.disjoint = len(seen) == len(set(seen))
             if self.disjoint:
                 # No two cells share a cache id: each node on its own.
-                ok = [[a is None or self._on(a, cell[2], lens)
+                ok = [[a is None or self._on(a, cell[2], lens, col)
                        for cell in cells] for a in asks]
                 results = [all(ok[i][c] for i, c in enumerate(p))
                            for p in perms]
             else:
-                results = [self._fits_cells(asks, p, lens) for p in perms]
+                results = [self._fits_cells(asks, p, lens, col)
+                           for p in perms]
         if not any(results):
             return self.NO
         return self.ALL if all(results) else self.SOME
 
     def _on(self, per_id: Sequence[tuple[int, ...] | None],
-            indexes: Iterable[int], lens: Sequence[int]) -> bool:
+            indexes: Iterable[int], lens: Sequence[int], col: int) -> bool:
         """One guest node's asks fit on these cache indexes."""
         l3 = self.l3
         for ci in indexes:
             per = per_id[ci]
             if per is None:
                 return False
-            have = l3[ci][3]
+            have = l3[ci][col]
             for ki, ways in enumerate(per):
                 if ways > have[ki] or ways >= lens[ci]:
                     return False
         return True
 
     def _fits_cells(self, asks: Sequence[Any], perm: tuple[int, ...],
-                    lens: Sequence[int]) -> bool:
+                    lens: Sequence[int], col: int) -> bool:
         """Guest node i on cell perm[i]: ways summed per cache id fit."""
         sums: dict[tuple[int, int], int] = {}
         for node_asks, c in zip(asks, perm):
@@ -488,7 +550,7 @@ class HostSummary:
                 for ki, ways in enumerate(per):
                     sums[ci, ki] = sums.get((ci, ki), 0) + ways
         for (ci, ki), ways in sums.items():
-            if ways > self.l3[ci][3][ki] or ways >= lens[ci]:
+            if ways > self.l3[ci][col][ki] or ways >= lens[ci]:
                 return False
         return True
 
@@ -524,7 +586,7 @@ def _asks(shape: str, request: spec.RdtRequest, placement: Placement
                 out.append(None)
                 continue
             per_id: list[tuple[int, ...] | None] = []
-            for cid, n, way, mn in geo:
+            for cid, n, way, mn, *_ in geo:
                 try:
                     w = _node_ways(node, cdp, cid, way, mn, n)
                     per_id.append(tuple(w.get(k, 0) for k in kinds))

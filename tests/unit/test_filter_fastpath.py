@@ -36,7 +36,12 @@ LOW = hoststate.ClassState("low", 2, 10, False)
 # Mostly with the root's ways held, as on a prepared host; sometimes none
 # held, so a guest's ways can add up to the whole cache.
 _used = st.one_of(st.integers(0, (1 << 11) - 1).map(lambda m: m | 0x3),
-                  st.sampled_from([0, 0x400, 0x1]))
+                  st.sampled_from([0, 0x400, 0x1]),
+                  # A few groups: long free runs, short ones, on either
+                  # side of a PMD base at the top.
+                  st.tuples(st.integers(0, (1 << 11) - 1),
+                            st.integers(0, (1 << 11) - 1)).map(
+                      lambda t: t[0] & t[1] | 0x3))
 
 
 @st.composite
@@ -61,10 +66,25 @@ def hosts(draw):
     monitoring = draw(st.sampled_from([
         (), ("llc_occupancy",), ("mbm_total_bytes",),
         ("llc_occupancy", "mbm_local_bytes")]))
+    # The PMD COS: off, or on some cache ids, wanting a base at the top
+    # and sharers (any ways, so holes too), held in the used masks as
+    # the PMD group holds its span; sometimes not, as a state in flux.
+    pmd = None
+    if draw(st.integers(0, 2)):
+        pmd = tuple(draw(st.one_of(st.none(), _want)) for _ in range(n))
+        if draw(st.integers(0, 3)):
+            used = tuple(u | hoststate.span(w or 0)
+                         for u, w in zip(used, pmd))
     return state(used=used, clos_free=draw(st.integers(0, 2)), cdp=cdp,
                  mb=draw(st.booleans()), min_ways=draw(st.integers(1, 2)),
                  rmids_free=draw(st.integers(0, 2)), cells=cells,
-                 classes=classes, monitoring=monitoring)
+                 classes=classes, monitoring=monitoring,
+                 sparse=draw(st.integers(0, 3)) == 0, pmd=pmd)
+
+
+_want = st.one_of(
+    st.just(0), st.sampled_from([0x600, 0x400, 0x700]),
+    st.integers(0, (1 << 11) - 1).map(lambda m: m & ~0x3))
 
 
 @st.composite
@@ -96,6 +116,8 @@ def requests(draw):
         specs["rdt:monitor"] = monitor
     if kind != "class" and draw(st.booleans()):
         specs["rdt:vcpus"] = draw(st.sampled_from(["0", "3", "1-2"]))
+    if kind in ("unified", "cdp") and draw(st.integers(0, 2)):
+        specs["rdt:pmd_share"] = "true"
     if not specs:
         specs["rdt:monitor"] = "true"
     vcpus = 4
@@ -113,7 +135,7 @@ def eligibility(draw, placement, s):
         st.sampled_from(ids), max_size=len(ids)))) for _ in placement.guest)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(s=hosts(), rp=requests(), data=st.data())
 def test_fast_path_equals_the_exact_check(s, rp, data):
     r, placement = rp

@@ -21,13 +21,19 @@ WAY = 3407872          # gold-6252: 35.75 MiB / 11 ways
 
 def state(used=(0x3, 0x3), cbm_len=11, clos_free=7, cdp=False, mb=True,
           min_ways=1, rmids_free=170, cells=None, classes=None,
-          monitoring=("llc_occupancy", "mbm_total_bytes")):
+          monitoring=("llc_occupancy", "mbm_total_bytes"), sparse=False,
+          pmd=None):
+    """A host state; ``pmd``: per cache id, the PMD COS's wanted ways
+    where its rule holds (None: it does not hold there)."""
     cache = {}
     for cid, u in enumerate(used):
         kinds = hoststate.CDP_TYPES if cdp else (hoststate.BOTH,)
+        want = pmd[cid] if pmd is not None else None
         cache[cid] = hoststate.CacheIdState(
             cid, frozenset(range(cid * 4, cid * 4 + 4)), cbm_len, WAY,
-            min_ways, {k: u for k in kinds})
+            min_ways, {k: u for k in kinds}, sparse=sparse,
+            pmd=want is not None,
+            pmd_want={k: want for k in kinds} if want else {})
     return hoststate.HostRdtState(
         cache=cache, cdp=cdp, clos_free=clos_free,
         mb=hoststate.MbState("percent", 10, 10, 100, tuple(cache))
@@ -125,7 +131,7 @@ def test_numa_guest_nodes_go_to_distinct_ids():
     assert planner.fits_anywhere(s, two, planner.Placement.even(4, 2)) \
         is None
     s = state(used=(0x7f, 0x7f))
-    assert "5 needed" in planner.fits_anywhere(
+    assert "no room for 5 ways" in planner.fits_anywhere(
         s, two, planner.Placement.even(4, 2))
 
 
