@@ -145,10 +145,10 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
     must not cover (default: the root's).  MB resources
     in ``mb_full`` are set to their maximum: PMDs are never throttled.
     ``pmd_ids``: the cache ids whose CPUs run PMD threads (None: all).
-    On the others no PMD runs, so there is nothing to share: the PMD
-    group keeps its base (or the host's ways) and sharers placed there
-    are not drawn into it -- the placement rule of
-    :mod:`nova_rdt.allocation.placement` applies on PMD ids only.
+    On the others no PMD runs, so there is nothing to share and no base
+    to keep: the PMD group holds the host's ways there (a CBM may not be
+    empty), and the base's ways go to instances, as
+    :mod:`nova_rdt.allocation.placement` gives them.
     """
     lines: dict[str, dict[int, int]] = {}
     dropped: set[str] = set()
@@ -160,12 +160,13 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
             fallback = root.get(res, cid) or 0
             # libvirt copies the default group's mask into the cache ids
             # a domain did not ask for: that is no allocation to share.
+            on_pmd = pmd_ids is None or cid in pmd_ids
             here = {u: m for u, m in ((u, s.get(res, cid) or 0)
                                       for u, s in shares.items())
-                    if m != fallback} \
-                if pmd_ids is None or cid in pmd_ids else {}
+                    if m != fallback} if on_pmd else {}
             p = plan_id(
-                r, (base.get(res, cid) or 0) if base else 0, here,
+                r, (base.get(res, cid) or 0) if base and on_pmd else 0,
+                here,
                 (others or {}).get(res, {}).get(cid, fallback), fallback)
             lines[res][cid] = p.mask
             dropped.update(p.dropped)

@@ -81,7 +81,9 @@ def pmd_cache_ids(caps, cores) -> frozenset[int] | None:
     are not known (the PMD rule then holds on every id)."""
     if not cores:
         return None
-    return frozenset(cid for res in caps.cache.values()
+    # L3 ids only: an L2 id numbers a core's own cache, not a socket's.
+    return frozenset(cid for name, res in caps.cache.items()
+                     if name.startswith("L3")
                      for cid, dom in res.domains.items()
                      if set(dom.cpus) & set(cores))
 

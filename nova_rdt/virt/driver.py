@@ -69,6 +69,12 @@ DEGRADED_STAT = hoststate.DEGRADED_STAT
 class LibvirtRDTDriver(migration.LiveMigrationMixin,
                         libvirt_driver.LibvirtDriver):
 
+    #: Write the decided masks while the new domain is paused.  Off only
+    #: in the Host lab, where Nova's driver talks to a stand-in libvirt
+    #: and the real libvirtd starts the domain later: the hook writes
+    #: them there.
+    rdt_enforce_on_create = True
+
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
         self._rdt_fs: Resctrl | None = None
@@ -510,6 +516,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
         without the isolation its flavor asked for."""
         placer = self._rdt_placer
         if not (power_on or pause) or placer is None \
+                or not self.rdt_enforce_on_create \
                 or instance.uuid not in placer \
                 or not placer.masks_of(instance.uuid):
             return super()._create_guest(

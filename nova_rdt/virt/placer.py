@@ -137,7 +137,7 @@ class Placer:
 
     # -- deciding --------------------------------------------------------
 
-    def _inputs(self, view: HostView):
+    def _inputs(self, view: HostView, wanted_class: str | None = None):
         owners = hostplan.ownership(
             view, self.fs.prefix,
             {u: e.domain for u, e in self._book.items()}, self.classes)
@@ -160,6 +160,8 @@ class Placer:
         groups = {}
         in_use = {e.reservation.rdt_class for e in self._book.values()
                   if e.reservation.rdt_class}
+        if wanted_class:
+            in_use.add(wanted_class)
         for name in in_use | set(live_classes):
             c = self.classes.get(name)
             if c is None:
@@ -183,7 +185,8 @@ class Placer:
         """
         with self._lock:
             view = HostView.collect(self.fs)
-            _owners, host, reservations, groups = self._inputs(view)
+            _owners, host, reservations, groups = self._inputs(
+                view, rdt_class)
             old = reservations.get(uuid)
             new = placement.Reservation(
                 uuid, ways, old.masks if old and old.ways == ways else None,

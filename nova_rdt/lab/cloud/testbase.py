@@ -241,10 +241,16 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
             host = hosts.get(conn.hostname)
             if allocates and host is not None and isinstance(
                     host.emulator, emu_mount.Emulator):
-                xml = latest_xml(conn.hostname, dom.UUIDString())
+                if hasattr(dom, "_def"):
+                    xml = latest_xml(conn.hostname, dom.UUIDString())
+                else:
+                    # createXML: fakelibvirt marks the domain running
+                    # before it has parsed it; its XML was just captured.
+                    xml = next((c.xml for c in reversed(captured)
+                                if c.hostname == conn.hostname), None)
                 if xml is not None:
-                    libvirt_allocate(host, conn._id_counter, dom.name(),
-                                     xml)
+                    name = etree.fromstring(xml.encode()).findtext("name")
+                    libvirt_allocate(host, conn._id_counter, name, xml)
             return orig_running(conn, dom)
 
         def _mark_not_running(conn, dom):
@@ -341,15 +347,24 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
             state_path=state_path or os.path.join(workdir, "state"))
         self._rdt_hosts[hostname] = host
         self.flags(group="rdt", **host.flags())
-        return self.start_compute(hostname=hostname, host_info=host_info,
+        name = self.start_compute(hostname=hostname, host_info=host_info,
                                   **kwargs)
+        if resctrl_root is not None:
+            # The real libvirtd that allocates on that resctrl starts the
+            # domain later, and its hook writes the decided masks.
+            self.computes[hostname].driver.rdt_enforce_on_create = False
+        return name
 
     def restart_compute_service(self, hostname, *args, **kwargs):
         """Nova's restart, with ``[rdt]`` pointed back at this host first."""
         host = self._rdt_hosts.get(hostname)
         if host is not None:
             self.flags(group="rdt", **host.flags())
-        return super().restart_compute_service(hostname, *args, **kwargs)
+        service = super().restart_compute_service(hostname, *args,
+                                                  **kwargs)
+        if host is not None and isinstance(host.emulator, _ExternalResctrl):
+            self.computes[hostname].driver.rdt_enforce_on_create = False
+        return service
 
     def rdt_host(self, hostname: str) -> RdtHost:
         """The :class:`RdtHost` of a host started by start_rdt_compute."""

@@ -254,32 +254,36 @@ class TestResumeOnHostBoot(PathsTestBase):
         self.assert_holds("rdt1", [])
 
 
-class TestPmdCosRefusal(PathsTestBase):
-    """With the PMD COS on, a boot libvirt would place where the PMD mask
-    cannot reach without covering free or other VMs' ways is refused, so
-    Nova reschedules it (here: one host, so it ends in ERROR)."""
+class TestPmdCosPlacement(PathsTestBase):
+    """With the PMD COS on, nova-rdt puts a sharing VM next to the PMD
+    span itself (libvirt's best fit would put it at the lowest free ways,
+    out of the span's reach), and keeps others away from it: nothing is
+    refused while there is room (issue 33, cases 1 and 2)."""
 
-    def test_sharing_vm_must_land_next_to_the_pmd_span(self):
+    def test_sharing_vm_lands_next_to_the_pmd_span(self):
         self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2)
         self.pmd_base = 0x600
         self.start_rdt_compute("rdt1")
         self.assertIn("L3:0=600;1=600",
                       self.resctrl("rdt1", "nova-rdt-pmd", "schemata"))
         share = {"rdt:pmd_share": "true"}
-        # Alone on the host, libvirt's best fit puts 2 ways at 0x00c: far
-        # from the base at 0x600.
-        refused = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2",
-                                           **share}), state="ERROR")
-        self.assert_holds("rdt1", [])
-        self.assertIn("PMD COS", self._fault_text(refused))
-        # A non-sharing VM below, then a sharing one that fills the run
-        # up to the base: both fine.
+        # Alone on the host: just below the base (0x180), not at 0x00c;
+        # the PMD COS spans both.
+        first = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2",
+                                         **share}))
+        self.assertIn("L3:0=780;1=780",
+                      self.resctrl("rdt1", "nova-rdt-pmd", "schemata"))
+        self.assertEqual({0: 0x783, 1: 0x783}, self.used("rdt1"))
+        # A non-sharing VM keeps away from the span; a second sharer
+        # then still reaches it, and the cache is full.
         low = self.boot(self.rdt_flavor(3))
-        top = self.boot(self.flavor(**{"rdt:l3_cache_ways": "4", **share}))
-        self.assertEqual(sorted([low["id"], top["id"]]),
+        top = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2", **share}))
+        self.assertEqual(sorted([first["id"], low["id"], top["id"]]),
                          sorted(self.claims("rdt1")))
         self.assertEqual({0: 0x7ff, 1: 0x7ff}, self.used("rdt1"))
-        for s in (top, low):
+        self.assertIn("L3:0=7e0;1=7e0",
+                      self.resctrl("rdt1", "nova-rdt-pmd", "schemata"))
+        for s in (top, low, first):
             self._delete_server(s)
         self.assert_holds("rdt1", [])
 

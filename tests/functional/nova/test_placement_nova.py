@@ -11,6 +11,7 @@ import os
 
 from nova import context as nova_context
 from nova import objects
+from nova.tests.functional.api import client
 import pytest
 
 from nova_rdt import failpoints
@@ -117,10 +118,14 @@ class TestReservations(PlacementBase):
         driver = self.computes["rdt1"].driver
         clos = self.placer("rdt1")._inputs(
             HostView.collect(driver._rdt_fs))[1].clos
-        one_way = self.flavor(**{"rdt:l3_cache_ways": "1"})
+        # Small in every other way: only the CLOS may run out.
+        one_way = self._create_flavor(
+            vcpu=1, memory_mb=256, disk=1,
+            extra_spec={"rdt:l3_cache_ways": "1"})
         for _ in range(clos - 1):
             self.boot(one_way)
-        member = self.boot(self.flavor(**{"rdt:class": "be"}))
+        member = self.boot(self._create_flavor(
+            vcpu=1, memory_mb=256, disk=1, extra_spec={"rdt:class": "be"}))
         md = guest_rdt.read_metadata(self.domain_xml(member["id"]))
         self.assertEqual("be", md.rdt_class)
         self.assertEqual({0, 1}, {cid for cid, _k in md.class_masks})
@@ -197,9 +202,15 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         self._setup(ways="5")
         # Fill rdt2: 9 managed ways, a 5-way instance leaves 4.
         self.boot(self.flavor(**{"rdt:l3_cache_ways": "5"}), host="rdt2")
-        self.api.post_server_action(self.server["id"], {
-            "os-migrateLive": {"host": None, "block_migration": "auto"}})
-        self._wait_for_migration_status(self.server, ["error", "failed"])
+        # The destination's check refuses, so the conductor finds no host
+        # (Nova answers a live migration's NoValidHost with an error).
+        with self.assertRaises(client.OpenStackApiException) as ctx:
+            self.api.post_server_action(self.server["id"], {
+                "os-migrateLive": {"host": None,
+                                   "block_migration": "auto"}})
+        self.assertIn("NoValidHost", str(ctx.exception))
+        self.assertIn("rdt2 refuses the incoming instance",
+                      self.stdlog.logger.output)
         server = self.api.get_server(self.server["id"])
         self.assertEqual("rdt1", server["OS-EXT-SRV-ATTR:host"])
         self.assertNotIn(self.server["id"], self.placer("rdt2"))

@@ -142,9 +142,14 @@ class TestMonitoringScheduling(RdtNovaTestBase):
         root = self.rdt_host(hostname).resctrl_root
         with open(os.path.join(root, "info", "L3_MON", "num_rmids")) as f:
             total = int(f.read())
-        groups = sum(1 for _ in os.scandir(root) if _.is_dir()
-                     and _.name not in ("info", "mon_groups",
-                                        "mon_data")) + 1
+        ctrl = [e.path for e in os.scandir(root) if e.is_dir()
+                and e.name not in ("info", "mon_groups", "mon_data")]
+        # Every group holds an RMID: the root, control groups and the
+        # monitor groups under them (libvirt makes some as domains start).
+        groups = 1 + len(ctrl) + sum(
+            len(os.listdir(os.path.join(g, "mon_groups")))
+            for g in [root, *ctrl]
+            if os.path.isdir(os.path.join(g, "mon_groups")))
         for i in range(total - groups - keep):
             os.mkdir(os.path.join(root, "mon_groups", f"other-{i}"))
 
