@@ -390,6 +390,46 @@ def fits_anywhere(state: hoststate.HostRdtState, request: spec.RdtRequest,
         return str(e)
 
 
+def taken(state: hoststate.HostRdtState, request: spec.RdtRequest,
+          placement: Placement, host_cells: Sequence[int] | None = None
+          ) -> hoststate.HostRdtState:
+    """``state`` after one more instance of ``request``, placed as the
+    compute places it (:func:`demand`, then :func:`decide`).
+
+    ``host_cells``: the host cell of each guest node, where Nova put it;
+    None (or no NUMA topology): the instance may use every cache id.  A
+    class member makes its class's group if it is not there yet.  Raises
+    CannotHonour when the compute would refuse it.
+    """
+    if request.rdt_class is not None:
+        problem = class_problem(state, request.rdt_class)
+        if problem:
+            raise CannotHonour(problem)
+        c = (state.classes or {}).get(request.rdt_class)
+        if c is None or c.exists:
+            return state                    # its group holds it already
+        ways = {cid: {kind: max(c.l3_ways, cache.min_ways)
+                      for kind in state.cache_types}
+                for cid, cache in state.cache.items()}
+        made = state.with_allocation(
+            decide(state, Demand(frozenset(), ways, {}, False)))
+        return dataclasses.replace(made, classes={
+            **(state.classes or {}),
+            c.name: dataclasses.replace(c, exists=True)})
+    cells = None
+    if placement.guest is not None:
+        cells = [GuestCell(i, vcpus, host_cells[i] if host_cells else None)
+                 for i, vcpus in enumerate(placement.guest)]
+    host_cell_cpus = dict(state.cells) or {cid: c.cpus for cid, c
+                                           in state.cache.items()}
+    d = demand(request, placement.vcpus, cells, state, host_cell_cpus,
+               False)
+    masks = decide(state, d, request.pmd_share)
+    return state.with_allocation(
+        masks, clos=1 if d.needs_clos else 0, pmd_share=request.pmd_share,
+        rmids=1 if d.needs_clos or d.monitor else 0)
+
+
 class HostSummary:
     """A host's published state as the filter needs it, parsed once.
 

@@ -13,15 +13,31 @@ parsed once per change of its content: Nova's HostManager reloads every
 ComputeNode for every request and builds a new HostState with a new
 ``stats`` dict, so the cache is kept here, per (host, node), and keyed on
 the published string itself, not on any object's identity.
+
+What the compute will decide, the filter decides first:
+
+* the published room is the compute's placement rule's (PMD sharers next
+  to the PMD COS, everyone else away from it);
+* a NUMA guest is judged on the host cells Nova's own NUMA fit will give
+  it (``hardware.numa_fit_instance_to_host``: the first fitting cell in
+  Nova's order, whatever room the others have), when only some cells
+  have room;
+* the earlier instances of a multi-create count, as Nova's
+  ``HostState.consume_from_request`` counts their RAM and CPUs: Nova
+  filters the same hosts again for each instance of one RequestSpec, and
+  the host it picked shows one more ``num_instances`` the next time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging as std_logging
+import weakref
 
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
+from nova.virt import hardware
 from oslo_log import log as logging
 
 from nova_rdt.allocation import hoststate
@@ -73,12 +89,14 @@ def _request_key(content) -> int:
 class _Request:
     """One request spec, read once for all the hosts it is checked on."""
 
-    __slots__ = ("spec_obj", "req", "placement", "pinned", "memo", "key")
+    __slots__ = ("spec_obj", "req", "placement", "pinned", "memo", "key",
+                 "numa_key")
 
     def __init__(self, spec_obj):
         self.spec_obj = spec_obj
         self.memo: dict = {}
         self.pinned = None
+        self.numa_key = None
         flavor = spec_obj.flavor
         extra = flavor.extra_specs if "extra_specs" in flavor else None
         topo = spec_obj.numa_topology if "numa_topology" in spec_obj \
@@ -106,6 +124,7 @@ class _Request:
         self.key = _request_key((self.req, self.placement))
         if not cells:
             return
+        self.numa_key = _numa_key(spec_obj, topo)
         # A pinned guest node can only go to a host cell with as many free
         # pCPUs: a necessary condition of NUMATopologyFilter's fit.
         if any(c.cpu_policy in _POLICIES_PINNED for c in cells
@@ -115,7 +134,8 @@ class _Request:
                 and c.cpu_policy in _POLICIES_PINNED else 0 for c in cells)
 
     def eligible(self, host_state, summary) -> planner.Eligible:
-        """Per guest node, the host cells with room for its pinned CPUs."""
+        """Per guest node, the host cells with room for its pinned CPUs:
+        a necessary condition of Nova's NUMA fit, cheap to check."""
         if self.pinned is None or len(summary.cells) < 2:
             return None
         topo = host_state.numa_topology
@@ -125,6 +145,95 @@ class _Request:
                 for c in topo.cells}
         return tuple(frozenset(cid for cid, n in free.items() if n >= need)
                      if need else None for need in self.pinned)
+
+
+    def nova_cells(self, host_state) -> planner.Eligible:
+        """The host cell Nova's NUMA fit gives each guest node here, or
+        None when it finds none (NUMATopologyFilter refuses the host).
+
+        The compute claims with the same function, on the same host
+        topology and the limits the scheduler hands it
+        (``host_state.limits['numa_topology']``, set by
+        NUMATopologyFilter), taking the first cell that fits in Nova's
+        order: so this is the cell the driver will be given.  Worked out
+        once per state of the host's NUMA usage (its ``updated`` time
+        moves with every change, Nova's consumption included).
+        """
+        key = None
+        if self.numa_key is not None and host_state.updated is not None:
+            key = (host_state.host, host_state.nodename, host_state.updated,
+                   self.numa_key)
+            hit = _NOVA_CELLS.get(key, _MISS)
+            if hit is not _MISS:
+                return hit
+        spec_obj = self.spec_obj
+        pci = spec_obj.pci_requests if "pci_requests" in spec_obj else None
+        candidates = getattr(host_state, "allocation_candidates", None)
+        try:
+            fitted = hardware.numa_fit_instance_to_host(
+                host_state.numa_topology, spec_obj.numa_topology.obj_clone(),
+                limits=(host_state.limits or {}).get("numa_topology"),
+                pci_requests=pci.requests if pci else None,
+                pci_stats=host_state.pci_stats,
+                provider_mapping=candidates[0]["mappings"] if candidates
+                else None)
+        except Exception:                       # pragma: no cover
+            # Nova's own filter meets the same error and refuses.
+            LOG.debug("RDTFilter: NUMA fit failed on %s", host_state,
+                      exc_info=True)
+            fitted = None
+        cells = None if fitted is None else tuple(
+            frozenset({c.id}) for c in fitted.cells)
+        if key is not None:
+            if len(_NOVA_CELLS) >= _MAX_HOSTS:
+                _NOVA_CELLS.clear()
+            _NOVA_CELLS[key] = cells
+        return cells
+
+
+_MISS = object()
+# (host, node, its updated time, the request's NUMA shape) -> cells.
+_NOVA_CELLS: dict = {}
+
+
+def _numa_key(spec_obj, topo):
+    """What Nova's NUMA fit depends on in the request, or None when it
+    also depends on what a key cannot hold (PCI devices)."""
+    if "pci_requests" in spec_obj and spec_obj.pci_requests \
+            and spec_obj.pci_requests.requests:
+        return None
+    fields = ("cpu_policy", "cpu_thread_policy", "pagesize", "memory")
+    cells = tuple(
+        (len(c.cpuset), len(c.pcpuset),
+         *(getattr(c, f) if f in c else None for f in fields))
+        for c in topo.cells)
+    emu = topo.emulator_threads_policy \
+        if "emulator_threads_policy" in topo else None
+    meta = spec_obj.network_metadata if "network_metadata" in spec_obj \
+        else None
+    net = None if meta is None else (
+        tuple(sorted(meta.physnets)) if "physnets" in meta else None,
+        meta.tunneled if "tunneled" in meta else None)
+    return cells, emu, net
+
+
+@dataclasses.dataclass
+class _Taken:
+    """The instances of one request already placed on one host."""
+
+    spec_obj: object
+    seen: int                          # the host's num_instances
+    cells: list                        # host cells of each, or None
+    summary: tuple | None = None       # (raw, count, summary)
+
+
+def _fitted_cells(spec_obj) -> tuple[int, ...] | None:
+    """The host cells Nova's consume_from_request just gave the request
+    (it stores the fitted topology back into the RequestSpec)."""
+    topo = spec_obj.numa_topology if "numa_topology" in spec_obj else None
+    if topo is None or not topo.cells:
+        return None
+    return tuple(c.id for c in topo.cells)
 
 
 class RDTFilter(filters.BaseHostFilter):
@@ -137,6 +246,11 @@ class RDTFilter(filters.BaseHostFilter):
     def __init__(self):
         super().__init__()
         self._last: _Request | None = None
+        # HostState -> the request it last saw and what that request
+        # already took there.  Nova 34 makes HostStates per request, so
+        # they go with it.
+        self._taken: weakref.WeakKeyDictionary = \
+            weakref.WeakKeyDictionary()
 
     def _request(self, spec_obj) -> _Request:
         """The parsed request, reused for every host of the same request."""
@@ -180,6 +294,13 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.debug("RDTFilter: %s publishes no RDT state%s",
                           host_state, f" (degraded: {why})" if why else "")
             return False
+        taken = self._taken_here(host_state, r)
+        if taken:
+            summary = self._after(host_state, summary, taken, r)
+            if summary is None:
+                LOG.debug("RDTFilter: %s is full after %d instances of "
+                          "this request", host_state, len(taken.cells))
+                return False
         last = summary.last
         if last is not None and last[0] == r.key:
             verdict = last[1]
@@ -190,11 +311,19 @@ class RDTFilter(filters.BaseHostFilter):
         if verdict == summary.SOME and r.pinned:
             # Only some host cells have the ways: which ones Nova can pick
             # matters, and reading the host's NUMA topology (costly
-            # objects) is worth it only now.
+            # objects) is worth it only now.  First what is cheap: cells
+            # with the pCPUs to pin.
             eligible = r.eligible(host_state, summary)
             if eligible is not None:
                 verdict = summary.verdict(req, r.placement, r.memo,
                                           eligible)
+        if verdict == summary.SOME and r.placement.guest is not None \
+                and host_state.numa_topology is not None:
+            # Still only some: Nova takes the first cell that fits in its
+            # own order, room or not, so ask it which.
+            eligible = r.nova_cells(host_state)
+            verdict = summary.NO if eligible is None else \
+                summary.verdict(req, r.placement, r.memo, eligible)
         if verdict == summary.NO:
             if LOG.isEnabledFor(std_logging.DEBUG):
                 state = hoststate.HostRdtState.from_stats(host_state.stats)
@@ -204,3 +333,43 @@ class RDTFilter(filters.BaseHostFilter):
                           if state is not None else "unreadable state")
             return False
         return True
+
+    def _taken_here(self, host_state, r: _Request) -> _Taken | None:
+        """What earlier instances of this request took on this host.
+
+        Nova filters the same HostStates again for each instance of a
+        multi-create, and consume_from_request adds one to the chosen
+        host's ``num_instances``: a host that grew since its last look
+        got the instance just placed.
+        """
+        n = host_state.num_instances
+        rec = self._taken.get(host_state)
+        if rec is None or rec.spec_obj is not r.spec_obj or n < rec.seen:
+            self._taken[host_state] = _Taken(r.spec_obj, n, [])
+            return None
+        if n > rec.seen:
+            cells = _fitted_cells(r.spec_obj) if r.placement.guest \
+                else None
+            rec.cells.extend([cells] * (n - rec.seen))
+            rec.seen = n
+        return rec if rec.cells else None
+
+    @staticmethod
+    def _after(host_state, summary: planner.HostSummary, taken: _Taken,
+               r: _Request) -> planner.HostSummary | None:
+        """The host's summary with this request's earlier instances on it
+        (None: they do not all fit, so neither does another)."""
+        key = (summary.raw, len(taken.cells))
+        if taken.summary is not None and taken.summary[:2] == key:
+            return taken.summary[2]
+        state = hoststate.HostRdtState.from_stats(host_state.stats)
+        after = None
+        if state is not None:
+            try:
+                for cells in taken.cells:
+                    state = planner.taken(state, r.req, r.placement, cells)
+                after = planner.HostSummary.of(state)
+            except planner.CannotHonour:
+                after = None
+        taken.summary = (*key, after)
+        return after
