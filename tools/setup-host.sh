@@ -58,14 +58,14 @@ run() {
 # notifications from a real RabbitMQ.  The lab's cloud scenario runs
 # MariaDB, and the APIs under uWSGI, as devstack does; nova-compute
 # starts privsep through sudo, and libvirt-python builds against
-# libvirt-dev.  Keep in step with bindep.txt
+# libvirt-dev; Nova reads images with qemu-img.  Keep in step with bindep.txt
 # (tests/unit/test_setup_host.py checks it).
 packages=(python3 python3-venv python3-dev git fuse3 libfuse3-3 util-linux
           mount procps iproute2 libvirt-daemon libvirt-daemon-driver-qemu
           libvirt-clients qemu-system-x86 openvswitch-switch-dpdk dpdk-dev
           gcc prometheus chromium rabbitmq-server shellcheck
           mariadb-server uwsgi-core uwsgi-plugin-python3 sudo libvirt-dev
-          pkg-config)
+          pkg-config qemu-utils)
 
 # The packages of "$@" that are not installed.  dpkg-query exits 1 when
 # any name is unknown to dpkg (never installed), which is exactly the

@@ -323,6 +323,8 @@ class AllInOne:
                            "OVS-DPDK)", self._start_host)
         self.rabbit.spawn()
         self.procs += [self.rabbit.epmd, self.rabbit.proc]
+        self._record("epmd", self.rabbit.epmd,
+                     f"epmd://127.0.0.1:{self.rabbit.epmd_port}")
         self._timed("mariadb", self.db.start)
         self.procs.append(self.db.proc)
         self._record("mariadb", self.db.proc,

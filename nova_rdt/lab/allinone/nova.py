@@ -78,7 +78,7 @@ class Nova:
                 "instance_name_template": "instance-%08x",
                 "allow_resize_to_same_host": True,
                 "report_interval": 10, "service_down_time": 60,
-                "shutdown_timeout": 0,
+                "shutdown_timeout": 0, "graceful_shutdown_timeout": 5,
             },
             "wsgi": {"api_paste_config": API_PASTE},
             "api": {"auth_strategy": "keystone"},

@@ -5,6 +5,7 @@ eventlet's patching, then Nova's test framework, then the stages."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
@@ -32,13 +33,37 @@ EPILOG = ("Seed documents (doc/source/seeds.rst): onp is Intel's ONP "
           "1 a stage failed or a relation did not hold (the report says "
           "which), 2 a bad flag, 130 interrupted.")
 
-# Experiments rather than layouts: each has its own runner, at
-# nova_rdt.lab.<name>.runner, with run() taking the options below.
+# Experiments rather than layouts: each has its own runner, whose run()
+# takes the options below (nova_rdt.lab.run.LabRun is its run).
 EXPERIMENTS = {
     "isolation": "a forwarding VM beside a noisy neighbour, RFC 2544 "
                  "under four conditions",
     "faults": "every failpoint and fault, then recovery",
+    "cloud": "an all-in-one cloud, every OpenStack service a real "
+             "process, serving until Ctrl-C (--short: the user's tools "
+             "and Tempest against it, then stop)",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    module: str
+    #: Runs Nova's functional framework in this process: eventlet must
+    #: patch first, and Nova's fixtures take the root logger.
+    nova_in_process: bool = True
+
+
+RUNNERS = {
+    "isolation": Runner("nova_rdt.lab.isolation.runner"),
+    "faults": Runner("nova_rdt.lab.faults.runner"),
+    "cloud": Runner("nova_rdt.lab.allinone.runner", nova_in_process=False),
+}
+#: The seed layouts (nova_rdt.lab.scenarios) share one runner.
+LAYOUT_RUNNER = Runner("nova_rdt.lab.demo.runner")
+
+
+def runner_for(scenario: str) -> Runner:
+    return RUNNERS.get(scenario, LAYOUT_RUNNER)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,16 +127,14 @@ def main(argv=None) -> int:
     _check(ap, args)
     os.makedirs(args.out, exist_ok=True)
     say = console.Console()
+    spec = runner_for(args.scenario)
     with console.LogFile(os.path.join(args.out, console.LOG_FILE)) as logs:
-        patch_eventlet()
-        # Imported only now: it imports Nova's test framework, which needs
-        # the patching above and sets up oslo.log on stdout (taken back by
-        # claim()).
-        if args.scenario in EXPERIMENTS:
-            runner = importlib.import_module(
-                f"nova_rdt.lab.{args.scenario}.runner")
-        else:
-            from nova_rdt.lab.demo import runner
+        if spec.nova_in_process:
+            patch_eventlet()
+        # Imported only now: most import Nova's test framework, which
+        # needs the patching above and sets up oslo.log on stdout (taken
+        # back by claim()).
+        runner = importlib.import_module(spec.module)
         logs.claim()
         try:
             summary = runner.run(

@@ -23,8 +23,11 @@ class Console:
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout
+        #: The last stage said (the run's clean-up is the next one).
+        self.last_stage = 0
 
     def stage(self, n: int, title: str) -> None:
+        self.last_stage = n
         self(f"\n== {n}. {title} " + "=" * max(0, 60 - len(title)))
 
     def __call__(self, text: str = "") -> None:

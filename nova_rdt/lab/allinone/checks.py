@@ -1,0 +1,413 @@
+"""``--short``: the user's tools against the running cloud, and what
+they must have done underneath.
+
+The exchange (:mod:`.exchange`): ``openstack flavor create/set`` with a
+good and a bad ``rdt:`` value (the bad one at the CLI's default
+microversion and at 2.86), a member's 403, ``openstack server create
+--nic none --wait`` of an ``rdt:`` flavor, ``openstack server delete
+--wait``, ``openstack resource provider trait list``.  Underneath: the
+domain libvirt holds carries the ``<cachetune>`` nova-compute wrote
+(read from the instance's ``libvirt.xml``, Nova's own copy of what it
+defined), the resctrl group libvirt made holds the flavor's ways on
+every cache the element names, and the group is gone after the delete.
+Then a real ``tempest run --regex tempest_plugin`` in the served
+workspace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import time
+
+from lxml import etree
+
+FLAVOR = "rdt.small"
+SERVER = "rdt-vm"
+WAYS = 2
+BAD = "lots"
+#: How long the guest's console is read after ACTIVE.
+CONSOLE_WAIT = 10.0
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    ok: bool | None
+    detail: str
+
+    def line(self) -> str:
+        mark = {True: "ok  ", False: "FAIL", None: "skip"}[self.ok]
+        return f"  {mark} {self.name}: {self.detail}"
+
+
+class Checks:
+    def __init__(self, cloud, shell, out_dir: str, say):
+        self.cloud = cloud
+        self.sh = shell
+        self.out_dir = out_dir
+        self.say = say
+        self.results: list[Check] = []
+        self.facts: dict = {}
+
+    def check(self, name: str, ok: bool | None, detail: str) -> bool:
+        c = Check(name, ok, detail)
+        self.results.append(c)
+        self.say(c.line())
+        return bool(ok)
+
+    # -- the exchange ---------------------------------------------------
+
+    def flavors(self) -> None:
+        sh = self.sh
+        e = sh(f"openstack flavor create {FLAVOR} --vcpus 1 --ram 128 "
+               f"--disk 1 --property rdt:l3_cache_ways={WAYS}")
+        self.check("flavor create with rdt:l3_cache_ways", e.status == 0
+                   and f"rdt:l3_cache_ways='{WAYS}'" in e.printed,
+                   _first(e.printed, "properties") or e.printed[-300:])
+        e = sh(f"openstack flavor set {FLAVOR} --property "
+               f"rdt:l3_cache_ways={BAD}")
+        self.facts["bad_value_default_microversion"] = e.printed
+        self.check("flavor set with a bad value (CLI default "
+                   "microversion)", e.status != 0
+                   and "rdt:l3_cache_ways" in e.printed, _one(e.printed))
+        e = sh(f"openstack --os-compute-api-version 2.86 flavor set "
+               f"{FLAVOR} --property rdt:l3_cache_ways={BAD}")
+        self.facts["bad_value_2.86"] = e.printed
+        self.check("flavor set with a bad value (2.86)", e.status != 0
+                   and "rdt:l3_cache_ways" in e.printed, _one(e.printed))
+        spec = self.sh.json(f"openstack flavor show {FLAVOR}")
+        props = spec.get("properties") or {}
+        self.check("the bad value was not stored",
+                   props.get("rdt:l3_cache_ways") == str(WAYS),
+                   f"properties {props}")
+        from nova_rdt.lab.allinone import serve
+        e = sh(f"openstack flavor set {FLAVOR} --property "
+               f"rdt:l3_cache_ways=3", cloud=serve.MEMBER_CLOUD)
+        self.check("a member may not set rdt: keys", e.status != 0
+                   and "403" in e.printed, _one(e.printed))
+        e = sh("openstack flavor create member.rdt --vcpus 1 --ram 128 "
+               "--disk 1 --property rdt:l3_cache_ways=1",
+               cloud=serve.MEMBER_CLOUD)
+        self.check("a member may not create flavors", e.status != 0
+                   and "403" in e.printed, _one(e.printed))
+
+    def server(self) -> None:
+        from nova_rdt.lab.allinone import cloud as cloud_mod
+        sh = self.sh
+        e = sh(f"openstack server create --flavor {FLAVOR} --image "
+               f"{cloud_mod.IMAGE} --nic none --wait {SERVER}",
+               timeout=400)
+        active = e.status == 0 and re.search(r"\|\s*status\s*\|\s*ACTIVE",
+                                             e.printed)
+        self.check("server create --nic none --wait", bool(active),
+                   _first(e.printed, "status") or e.printed[-500:])
+        if not active:
+            self._fault()
+            return
+        srv = sh.json(f"openstack server show {SERVER}")
+        name = srv.get("OS-EXT-SRV-ATTR:instance_name")
+        uuid = srv["id"]
+        self.facts["server"] = {"id": uuid, "instance_name": name,
+                                "host": srv.get("OS-EXT-SRV-ATTR:host")}
+        nova_xml = self._nova_xml(uuid)
+        libvirt_xml = self.cloud.lab.libvirt.virsh("dumpxml", name)
+        self._write("domain-nova.xml", nova_xml or "")
+        self._write("domain-libvirt.xml", libvirt_xml)
+        tune_nova = _rdt_elements(nova_xml) if nova_xml else []
+        self.check("Nova wrote <cachetune>", any(
+            t.startswith("<cachetune") for t in tune_nova),
+            "; ".join(tune_nova) or "no RDT element in Nova's domain XML")
+        missing, added = compare_domains(nova_xml or "<domain/>",
+                                         libvirt_xml)
+        self.facts["libvirt_added"] = added
+        self.facts["nova_xml_not_in_libvirt"] = missing
+        self.check("libvirt holds the domain XML nova-compute defined",
+                   bool(nova_xml) and not missing,
+                   (f"every element and attribute Nova wrote is there; "
+                    f"libvirt added {len(added)} (its defaults and "
+                    f"addresses), RDT: "
+                    + "; ".join(a for a in added if "tune" in a))
+                   if not missing else f"missing: {missing[:5]}")
+        groups = self._groups_of(name)
+        self.facts["resctrl_groups"] = groups
+        wanted = _cache_ids(nova_xml) if nova_xml else []
+        bad = []
+        for group, schemata in groups.items():
+            masks = _l3_masks(schemata)
+            for cid in wanted:
+                ways = bin(masks.get(cid, 0)).count("1")
+                if ways != WAYS:
+                    bad.append(f"{group} cache {cid}: {ways} ways")
+        self.check("the resctrl group holds the flavor's ways",
+                   bool(groups) and bool(wanted) and not bad,
+                   "; ".join(bad) if bad else
+                   "; ".join(f"{g}: {s.strip()}" for g, s in groups.items())
+                   or "no group for the domain")
+        self._console(uuid)
+        e = sh(f"openstack server delete --wait {SERVER}", timeout=300)
+        self.check("server delete --wait", e.status == 0,
+                   e.printed or "(prints nothing)")
+        left = self._groups_of(name)
+        self.check("the domain's resctrl group is gone", not left,
+                   f"left: {sorted(left)}" if left else
+                   f"{', '.join(sorted(groups))} removed")
+
+    def traits(self) -> None:
+        sh = self.sh
+        rps = sh.json("openstack resource provider list")
+        if not rps:
+            self.check("CUSTOM_RDT_* traits", False, "no resource provider")
+            return
+        rp = rps[0]
+        e = sh(f"openstack resource provider trait list {rp['uuid']}")
+        rdt = sorted(set(re.findall(r"CUSTOM_RDT_\w+", e.printed)))
+        self.facts["traits"] = rdt
+        self.check("resource provider trait list shows CUSTOM_RDT_*",
+                   e.status == 0 and bool(rdt), ", ".join(rdt) or
+                   e.printed[-300:])
+
+    # -- underneath -----------------------------------------------------
+
+    def _nova_xml(self, uuid: str) -> str | None:
+        """The domain XML nova-compute built for the server, from its own
+        debug log (``End _get_guest_xml xml=...``: the document it hands
+        to libvirt's defineXML)."""
+        return nova_guest_xml(self.cloud.services["nova-compute"]["log"],
+                              uuid)
+
+    def _groups_of(self, domain: str) -> dict[str, str]:
+        """resctrl groups named after the domain (libvirt's
+        ``qemu-<id>-<name>-vcpus_<list>``) -> their schemata."""
+        root = self.cloud.lab.resctrl_root
+        out = {}
+        for entry in sorted(os.listdir(root)):
+            if domain in entry and os.path.isdir(os.path.join(root, entry)):
+                with open(os.path.join(root, entry, "schemata")) as f:
+                    out[entry] = f.read()
+        return out
+
+    def _console(self, uuid: str) -> None:
+        """What the guest printed: under this machine's KVM a stock
+        kernel hangs before its first line (the isolation lab's probe
+        finds the same)."""
+        path = os.path.join(self.cloud.nova.data, "instances", uuid,
+                            "console.log")
+        deadline = time.monotonic() + CONSOLE_WAIT
+        text = ""
+        while time.monotonic() < deadline:
+            try:
+                with open(path, errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                text = ""
+            if "nova-rdt-guest:" in text:
+                break
+            time.sleep(1)
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        self.facts["guest_console"] = lines[-5:]
+        booted = any("nova-rdt-guest:" in ln for ln in lines)
+        self.check("the guest's console", None if not booted else True,
+                   "the guest reached its init" if booted else
+                   f"{len(lines)} lines in {CONSOLE_WAIT:.0f} s"
+                   + (f", last: {lines[-1][:120]!r}" if lines else "")
+                   + f" (libvirt domain type "
+                   f"{self.cloud.machine.virt_type})")
+
+    def _fault(self) -> None:
+        try:
+            srv = self.sh.json(f"openstack server show {SERVER}")
+            self.say(f"  fault: {srv.get('fault')}")
+            self.facts["fault"] = srv.get("fault")
+        except RuntimeError as e:
+            self.say(f"  server show: {e}")
+
+    def _write(self, name: str, text: str) -> None:
+        d = os.path.join(self.out_dir, "cloud")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+
+
+def tempest_run(workspace: str, env: dict, regex: str = "tempest_plugin",
+                timeout: float = 900.0) -> dict:
+    """``tempest run --regex tempest_plugin`` in the workspace; the counts
+    and each skip's reason, from its own output."""
+    bindir = os.path.dirname(sys.executable)
+    argv = [os.path.join(bindir, "tempest"), "run", "--regex", regex,
+            "--concurrency", "1"]
+    t0 = time.monotonic()
+    res = subprocess.run(argv, cwd=workspace, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    out = res.stdout + res.stderr
+    with open(os.path.join(workspace, "tempest-run.txt"), "w") as f:
+        f.write(out)
+    counts = {}
+    for key in ("Passed", "Skipped", "Failed", "Expected Fail",
+                "Unexpected Success"):
+        m = re.search(rf"^\s*- {key}: (\d+)", out, re.M)
+        counts[key.lower().replace(" ", "_")] = int(m.group(1)) if m else 0
+    skips = re.findall(r"^\{\d+\} (\S+) \.\.\. SKIPPED: (.*)$", out, re.M)
+    failures = re.findall(r"^\{\d+\} (\S+) \[[^\]]*\] \.\.\. FAILED", out,
+                          re.M)
+    return {"command": " ".join(["tempest", *argv[1:]]),
+            "status": res.returncode, "seconds":
+            round(time.monotonic() - t0, 1), **counts,
+            "skips": [{"test": t, "reason": r} for t, r in skips],
+            "failures": failures, "output": "tempest-run.txt"}
+
+
+def _one(text: str) -> str:
+    """The line of the CLI's output that says what happened."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "rdt:" in ln or "403" in ln or "Forbidden" in ln:
+            return ln[:400]
+    return (lines[-1] if lines else "")[:400]
+
+
+def _first(text: str, field: str) -> str:
+    for ln in text.splitlines():
+        if re.match(rf"\|\s*{field}\s*\|", ln):
+            return ln.strip()
+    return ""
+
+
+def nova_guest_xml(log_path: str, uuid: str) -> str | None:
+    """The last domain XML nova-compute logged for instance ``uuid``."""
+    marker = "End _get_guest_xml xml="
+    found = None
+    with open(log_path, errors="replace") as f:
+        lines = iter(f)
+        for line in lines:
+            if marker not in line or f"[instance: {uuid}]" not in line:
+                continue
+            doc = [line.split(marker, 1)[1].rstrip("\n")]
+            for more in lines:
+                doc.append(more.rstrip("\n"))
+                if more.strip() == "</domain>":
+                    break
+            found = "\n".join(doc)
+    return found
+
+
+def _path(el) -> str:
+    parts = []
+    while el is not None and isinstance(el.tag, str):
+        parts.append(el.tag)
+        el = el.getparent()
+    return "/".join(reversed(parts))
+
+
+#: Values libvirt rewrites to their canonical form when it defines a
+#: domain: (element path, attribute) -> whether libvirt's value is
+#: Nova's, canonical.  The machine type alias "pc" becomes the versioned
+#: machine it stands for ("pc-i440fx-7.2").
+CANONICAL = {("domain/os/type", "machine"):
+             lambda nova, libvirt: libvirt.startswith(nova + "-")}
+
+
+def _contains(nova, libvirt, missing: list) -> bool:
+    """Whether ``libvirt`` holds ``nova``: every attribute with its value,
+    the text, and each child matched by a distinct child of libvirt's."""
+    ok = True
+    for k, v in nova.attrib.items():
+        same = CANONICAL.get((_path(nova), k))
+        if same is not None and libvirt.get(k) is not None and \
+                same(v, libvirt.get(k)):
+            continue
+        if libvirt.get(k) != v:
+            missing.append(f"{_path(nova)}@{k}={v!r} (libvirt: "
+                           f"{libvirt.get(k)!r})")
+            ok = False
+    if (nova.text or "").strip() and \
+            (nova.text or "").strip() != (libvirt.text or "").strip():
+        missing.append(f"{_path(nova)} text {nova.text.strip()!r}")
+        ok = False
+    theirs = [c for c in libvirt if isinstance(c.tag, str)]
+    used: set[int] = set()
+    for child in nova:
+        if not isinstance(child.tag, str):
+            continue
+        candidates = [i for i, c in enumerate(theirs)
+                      if c.tag == child.tag and i not in used]
+        for i in candidates:
+            if _contains(child, theirs[i], []):
+                used.add(i)
+                break
+        else:
+            if candidates:
+                _contains(child, theirs[candidates[0]], missing)
+            else:
+                missing.append(f"{_path(child)} (no such element)")
+            ok = False
+    return ok
+
+
+def _added(nova, libvirt, out: list) -> None:
+    for k, v in libvirt.attrib.items():
+        if k not in nova.attrib:
+            out.append(f"{_path(libvirt)}@{k}={v}")
+    tags = [c.tag for c in nova if isinstance(c.tag, str)]
+    for c in libvirt:
+        if not isinstance(c.tag, str):
+            continue
+        if c.tag in tags:
+            tags.remove(c.tag)
+            match = next(n for n in nova if n.tag == c.tag)
+            _added(match, c, out)
+        else:
+            out.append(_canon(c) if "tune" in c.tag or c.tag == "monitor"
+                       else _path(c))
+
+
+def compare_domains(nova_xml: str, libvirt_xml: str
+                    ) -> tuple[list[str], list[str]]:
+    """(what Nova wrote that libvirt's copy lacks, what libvirt added)."""
+    parser = etree.XMLParser(remove_blank_text=True)
+    nova = etree.fromstring(nova_xml.encode(), parser)
+    libvirt = etree.fromstring(libvirt_xml.encode(), parser)
+    missing: list[str] = []
+    _contains(nova, libvirt, missing)
+    added: list[str] = []
+    _added(nova, libvirt, added)
+    return missing, added
+
+
+def _canon(el) -> str:
+    """An element as one line: sorted attributes, no whitespace text."""
+    attrs = "".join(f' {k}="{v}"' for k, v in sorted(el.attrib.items()))
+    kids = "".join(_canon(c) for c in el if isinstance(c.tag, str))
+    text = (el.text or "").strip()
+    if not kids and not text:
+        return f"<{el.tag}{attrs}/>"
+    return f"<{el.tag}{attrs}>{text}{kids}</{el.tag}>"
+
+
+def _tune(xml: str) -> list:
+    doc = etree.fromstring(xml.encode())
+    return [el for el in doc.iterfind("cputune/*")
+            if el.tag in ("cachetune", "memorytune")]
+
+
+def _rdt_elements(xml: str) -> list[str]:
+    """The domain's <cachetune>/<memorytune> elements, canonical."""
+    return [_canon(el) for el in _tune(xml)]
+
+
+def _cache_ids(xml: str) -> list[int]:
+    """Cache ids the domain's <cachetune> elements name."""
+    return sorted({int(c.get("id")) for el in _tune(xml)
+                   if el.tag == "cachetune" for c in el.iterfind("cache")})
+
+
+def _l3_masks(schemata: str) -> dict[int, int]:
+    for line in schemata.splitlines():
+        res, _, rest = line.strip().partition(":")
+        if res in ("L3", "L3DATA"):
+            return {int(k): int(v, 16) for k, v in
+                    (p.split("=") for p in rest.split(";") if "=" in p)}
+    return {}

@@ -1,0 +1,203 @@
+"""``nova-rdt lab --scenario cloud``: the all-in-one cloud, served until
+Ctrl-C or SIGTERM, or (``--short``) checked with the user's own tools and
+Tempest, then stopped.
+
+Writes ``<out>/cloud/clouds.yaml``, ``<out>/cloud/serve.json`` and the
+Tempest workspace ``<out>/cloud/tempest``; with ``--short`` also
+``<out>/cloud/exchange.txt`` (the commands as typed and as printed),
+``ps.txt``, the domain XML Nova wrote and the one libvirt holds, and
+``<out>/summary.json``.  Nova's test framework is not imported: nothing
+here needs eventlet.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from nova_rdt.lab.allinone import checks as checks_mod
+from nova_rdt.lab.allinone import cloud as cloud_mod
+from nova_rdt.lab.allinone import exchange
+from nova_rdt.lab.allinone import serve
+from nova_rdt.lab.procs import LabError
+from nova_rdt.lab.run import LabRun
+
+#: How often a serving cloud looks at its processes.
+WATCH_INTERVAL = 2.0
+
+
+def run(scenario_name: str = "cloud", profile: str | None = None,
+        out_dir: str = "nova-rdt-lab-report", short: bool = False,
+        resctrl: str = "emulated", say=None,
+        libvirt_cache_dir: str | None = None, kernel: str | None = None,
+        logs=None) -> dict:
+    """The cloud; returns the summary (also in ``summary.json``)."""
+    with LabRun(scenario_name, out_dir, say, logs) as run:
+        say = run.say
+        run.say_summary = _say_summary
+        run.summary["short"] = short
+        if resctrl != "emulated":
+            raise LabError("the cloud scenario runs on the emulated resctrl "
+                           "(--resctrl emulated): it shows libvirt and "
+                           "nova-compute a resctrl of the lab's namespace")
+        reason = cloud_mod.unavailable_reason()
+        if reason:
+            raise LabError(f"the cloud cannot run here: {reason}")
+        say("nova-rdt lab: cloud, every OpenStack service a real process"
+            + (" (short: the user's tools and Tempest, then stop)"
+               if short else ""))
+        cloud = cloud_mod.AllInOne(out_dir, profile=profile, kernel=kernel,
+                                   libvirt_cache_dir=libvirt_cache_dir,
+                                   say=say)
+        run.lab = cloud.lab
+        def stop() -> list[str]:
+            left = cloud.stop()
+            run.summary["stop_seconds"] = cloud.stop_timings
+            return left
+        run.stopper = stop
+        # The services' logs outlive the lab directory.
+        run.cleanup("keeping the logs", lambda: cloud.lab.keep_logs(
+            os.path.join(serve.cloud_dir(out_dir), "logs")))
+        run.stop_note = f" (lab directory {cloud.base})"
+        run.summary["cloud"] = {"virt_type": cloud.machine.virt_type,
+                                "virt_type_reason": cloud.machine.reason,
+                                "forced_by_this_machine":
+                                    cloud.machine.forced}
+        run.stage("Services (MariaDB, RabbitMQ, Keystone, Glance, "
+                  "Placement, Neutron, Nova)")
+        try:
+            cloud.start()
+        finally:
+            run.summary["timings"] = cloud.timings
+            run.summary["services"] = cloud.services
+        say(f"up in {cloud.timings['start']} s: "
+            f"{cloud.machine.virt_type} ({cloud.machine.reason})")
+        for note in cloud.machine.forced:
+            say(f"NOTE: this machine forces {note}")
+        run.stage("Ready")
+        paths = _ready(cloud, out_dir, say)
+        run.summary.update(paths)
+        if short:
+            run.summary["ok"] = _short(run, cloud, paths, out_dir)
+        else:
+            _serve(run, cloud)
+    return run.summary
+
+
+def _ready(cloud, out_dir: str, say) -> dict:
+    cdir = serve.cloud_dir(out_dir)
+    os.makedirs(cdir, exist_ok=True)
+    clouds = serve.clouds_yaml(cloud, os.path.join(cdir, "clouds.yaml"))
+    workspace = serve.tempest_workspace(cloud, os.path.join(cdir,
+                                                            "tempest"))
+    serve_path = serve.serve_json(cloud, os.path.join(cdir, "serve.json"),
+                                  workspace)
+    ps_path = os.path.join(cdir, "ps.txt")
+    with open(ps_path, "w") as f:
+        f.write(ps_table(cloud))
+    exporter = cloud.services["nova-rdt-exporter"]["url"]
+    prometheus = cloud.services["prometheus"]["url"]
+    say("In another shell:")
+    for line in serve.exports(clouds):
+        say("  " + line)
+    say(f"  (a member of project demo: export OS_CLOUD="
+        f"{serve.MEMBER_CLOUD})")
+    say(f"image:      {cloud_mod.IMAGE}")
+    say(f"exporter:   {exporter}/ (way map), {exporter}/metrics, "
+        f"{exporter}/api/layout")
+    say(f"prometheus: {prometheus}")
+    say(f"tempest:    cd {workspace} && tempest run --regex "
+        f"tempest_plugin")
+    say(f"services:   {serve_path} (pids, URLs, logs); ps in {ps_path}")
+    return {"clouds_yaml": clouds, "serve_json": serve_path,
+            "tempest_workspace": workspace, "ps": ps_path}
+
+
+def ps_table(cloud) -> str:
+    """``ps`` of every process the cloud started, with their workers."""
+    sessions = {str(s["pid"]) for s in cloud.services.values()}
+    res = subprocess.run(["ps", "-eo", "pid,sid,rss,args", "--sort",
+                          "sid,pid"], capture_output=True, text=True)
+    lines = res.stdout.splitlines()
+    keep = [lines[0]] + [ln for ln in lines[1:]
+                         if ln.split()[1] in sessions]
+    return "\n".join(ln[:200] for ln in keep) + "\n"
+
+
+def _serve(run: LabRun, cloud) -> None:
+    say = run.say
+    say("serving until Ctrl-C (or SIGTERM)")
+    run.summary["ok"] = False
+    try:
+        while True:
+            time.sleep(WATCH_INTERVAL)
+            for name, svc in cloud.services.items():
+                proc = next((p for p in cloud.procs if p.pid == svc["pid"]),
+                            None)
+                if proc is not None and not proc.running():
+                    raise LabError(f"{name} exited (status "
+                                   f"{proc.popen.poll()}); its log: "
+                                   f"{proc.log_path}")
+    except KeyboardInterrupt:
+        # The way a served cloud ends.
+        say("stopping")
+        run.summary["ok"] = True
+        run.summary["stopped_by"] = "signal"
+
+
+def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
+    say = run.say
+    run.stage("The user's tools (openstack, as typed in another shell)")
+    shell = exchange.Shell(paths["clouds_yaml"], serve.ADMIN_CLOUD,
+                           env=cloud.env())
+    chk = checks_mod.Checks(cloud, shell, out_dir, say)
+    try:
+        chk.flavors()
+        chk.server()
+        chk.traits()
+    finally:
+        tpath = os.path.join(serve.cloud_dir(out_dir), "exchange.txt")
+        with open(tpath, "w") as f:
+            f.write(shell.transcript())
+        run.summary["exchange"] = tpath
+        run.summary["checks"] = [c.__dict__ for c in chk.results]
+        run.summary["facts"] = chk.facts
+    say(f"exchange: {tpath}")
+    run.stage("Tempest (tempest run --regex tempest_plugin)")
+    t = checks_mod.tempest_run(paths["tempest_workspace"], cloud.env())
+    run.summary["tempest"] = t
+    say(f"{t['passed']} passed, {t['skipped']} skipped, {t['failed']} "
+        f"failed in {t['seconds']} s (exit status {t['status']})")
+    for s in t["skips"]:
+        say(f"  skipped {s['test']}: {s['reason']}")
+    for f in t["failures"]:
+        say(f"  FAILED {f}")
+    ok = all(c.ok is not False for c in chk.results)
+    return ok and t["failed"] == 0 and t["status"] == 0
+
+
+def _say_summary(say, summary: dict) -> None:
+    checks = summary.get("checks") or []
+    held = sum(1 for c in checks if c["ok"])
+    t = summary.get("tempest") or {}
+    verdict = "OK" if summary.get("ok") else "FAILED"
+    parts = [f"{verdict}: cloud"]
+    if summary.get("short"):
+        parts.append(f"{held}/{len(checks)} checks hold")
+        if t:
+            parts.append(f"tempest {t.get('passed')} passed, "
+                         f"{t.get('skipped')} skipped, {t.get('failed')} "
+                         f"failed")
+    parts.append(f"in {summary.get('seconds')} s")
+    say(", ".join(parts))
+    if summary.get("error"):
+        say(f"error: {summary['error']}")
+    for c in checks:
+        if c["ok"] is False:
+            say(f"  FAILED {c['name']}: {c['detail']}")
+    for key in ("exchange", "serve_json", "tempest_workspace"):
+        if summary.get(key):
+            say(f"{key.replace('_', ' ')}: {summary[key]}")
+    say(f"summary: {os.path.join(summary['out_dir'], 'summary.json')}")
+    say(f"logs:    {summary['log_file']}")

@@ -1,0 +1,126 @@
+"""What a running cloud hands its user: ``<out>/cloud/clouds.yaml``,
+``serve.json`` (each service's pid, URL and log; the resctrl root, the
+image, the Tempest workspace) and a Tempest workspace whose tempest.conf
+points at the cloud (the plugin's ``stack test-config`` writes its
+``[nova_rdt]`` group, as devstack's would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from nova_rdt.lab.allinone import ini
+from nova_rdt.lab.allinone import keystone as keystone_mod
+
+ADMIN_CLOUD = "nova-rdt-admin"
+MEMBER_CLOUD = "nova-rdt-member"
+
+
+def cloud_dir(out_dir: str) -> str:
+    return os.path.join(out_dir, "cloud")
+
+
+def clouds_yaml(cloud, path: str) -> str:
+    def entry(auth: dict) -> dict:
+        return {"auth": auth, "region_name": keystone_mod.REGION,
+                "identity_api_version": 3, "interface": "public"}
+    doc = {"clouds": {ADMIN_CLOUD: entry(cloud.keystone.admin_auth()),
+                      MEMBER_CLOUD: entry(cloud.keystone.member_auth())}}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("# The lab's cloud; it lives as long as `nova-rdt lab "
+                "--scenario cloud` runs.\n")
+        yaml.safe_dump(doc, f, default_flow_style=False, sort_keys=False)
+    os.chmod(path, 0o600)
+    return path
+
+
+def exports(path: str, cloud_name: str = ADMIN_CLOUD) -> list[str]:
+    return [f"export OS_CLIENT_CONFIG_FILE={path}",
+            f"export OS_CLOUD={cloud_name}"]
+
+
+def tempest_conf(cloud) -> dict:
+    """tempest.conf before the plugin's ``stack test-config``."""
+    ks = cloud.keystone
+    image = cloud.images.get(cloud_image_name(cloud))
+    return {
+        "DEFAULT": {"log_file": "tempest.log"},
+        "auth": {"admin_username": keystone_mod.ADMIN,
+                 "admin_password": ks.password,
+                 "admin_project_name": keystone_mod.ADMIN,
+                 "admin_domain_name": keystone_mod.DOMAIN,
+                 "use_dynamic_credentials": True,
+                 # No tenant networks: servers boot with --nic none.
+                 "create_isolated_networks": False},
+        "identity": {"uri_v3": ks.url + "/v3", "auth_version": "v3",
+                     "region": keystone_mod.REGION},
+        "compute": {"image_ref": image, "image_ref_alt": image,
+                    "min_microversion": "2.1",
+                    "max_microversion": "latest",
+                    "build_timeout": 180, "min_compute_nodes": 1,
+                    "region": keystone_mod.REGION},
+        "image": {"region": keystone_mod.REGION},
+        "network": {"region": keystone_mod.REGION},
+        "placement": {"region": keystone_mod.REGION},
+        "service_available": {"nova": True, "glance": True,
+                              "neutron": True, "cinder": False,
+                              "swift": False, "placement": True},
+        "validation": {"run_validation": False},
+        "nova_rdt": {"exporter_url": cloud.services.get(
+            "nova-rdt-exporter", {}).get("url")},
+    }
+
+
+def cloud_image_name(cloud) -> str:
+    from nova_rdt.lab.allinone import cloud as cloud_mod
+    return cloud_mod.IMAGE
+
+
+def tempest_workspace(cloud, directory: str) -> str:
+    """``tempest init`` (its workspace file in the lab, not ~/.tempest),
+    our tempest.conf, then the plugin's ``stack test-config``."""
+    bindir = os.path.dirname(sys.executable)
+    res = subprocess.run(
+        [os.path.join(bindir, "tempest"), "init", "--name",
+         "nova-rdt-lab", "--workspace-path",
+         os.path.join(directory + ".workspace.yaml"), directory],
+        capture_output=True, text=True, timeout=120, env=cloud.env())
+    if res.returncode != 0:
+        raise RuntimeError(f"tempest init failed: {res.stderr[-2000:]}")
+    conf = os.path.join(directory, "etc", "tempest.conf")
+    ini.write(conf, tempest_conf(cloud))
+    cloud.plugin.env["TEMPEST_CONFIG"] = conf
+    cloud.plugin.run("test-config")
+    return directory
+
+
+def serve_json(cloud, path: str, workspace: str | None) -> str:
+    doc = {
+        "services": cloud.services,
+        "resctrl_root": cloud.lab.resctrl_root,
+        "resctrl_root_in_namespace": "/sys/fs/resctrl",
+        "image": cloud_image_name(cloud),
+        "images": cloud.images,
+        "tempest_workspace": workspace,
+        "clouds_yaml": os.path.join(os.path.dirname(path), "clouds.yaml"),
+        "clouds": [ADMIN_CLOUD, MEMBER_CLOUD],
+        "hypervisor": cloud.hypervisor,
+        "virt_type": cloud.machine.virt_type,
+        "virt_type_reason": cloud.machine.reason,
+        "forced_by_this_machine": cloud.machine.forced,
+        "nova_conf": cloud.nova.conf,
+        "nova_cpu_conf": cloud.nova.cpu_conf,
+        "lab_dir": cloud.base,
+        "namespace_holder_pid": (cloud.lab.ns.holder.pid
+                                 if cloud.lab.ns.holder else None),
+        "libvirt_uri": cloud.lab.libvirt.uri,
+        "timings": cloud.timings,
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    return path
