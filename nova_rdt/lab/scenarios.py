@@ -120,9 +120,14 @@ def _l3(snap, group) -> dict[int, int]:
 
 
 def check(scenario: Scenario, snap: dict, groups: dict[str, list[str]],
-          pmd_cores: set[int] | None = None) -> list[tuple[str, bool]]:
+          pmd_cores: set[int] | None = None,
+          pmd_ids: set[int] | None = None) -> list[tuple[str, bool]]:
     """(relation, holds) for the scenario.  ``groups`` maps a role
-    (forwarding, noisy) to the resctrl groups of its instances."""
+    (forwarding, noisy) to the resctrl groups of its instances;
+    ``pmd_ids`` the L3 cache ids whose CPUs run the PMD threads (None:
+    every id).  The seed's relations hold where the PMD cores are; on the
+    other cache ids no PMD runs, there is nothing to share, and the PMD
+    COS holds only the host's ways."""
     out = []
     root = _l3(snap, "/")
     fwd = groups.get("forwarding", [])
@@ -137,14 +142,25 @@ def check(scenario: Scenario, snap: dict, groups: dict[str, list[str]],
         root[i] & _l3(snap, g)[i] == 0 for g in own for i in ids)))
     if scenario.pmd_cos:
         pmd = "nova-rdt-pmd"
+        on = [i for i in ids if pmd_ids is None or i in pmd_ids]
+        off = [i for i in ids if i not in on]
+        where = f" on cache id(s) {', '.join(map(str, on))}" if off else ""
         union = {i: 0 for i in ids}
         for g in own:
             for i in ids:
                 union[i] |= _l3(snap, g)[i]
-        out.append(("PMD COS = union of the sharing VMs' ways",
-                    pmd in snap and _l3(snap, pmd) == union))
-        out.append(("PMD COS overlaps no host ways", pmd in snap and all(
-            _l3(snap, pmd)[i] & root[i] == 0 for i in ids)))
+        out.append((f"PMD COS = union of the sharing VMs' ways{where}",
+                    pmd in snap and all(_l3(snap, pmd)[i] == union[i]
+                                        for i in on)))
+        out.append((f"PMD COS overlaps no host ways{where}",
+                    pmd in snap and all(_l3(snap, pmd)[i] & root[i] == 0
+                                        for i in on)))
+        if off:
+            out.append((f"PMD COS shares no instance's ways on cache id(s) "
+                        f"{', '.join(map(str, off))} (no PMD core there)",
+                        pmd in snap and all(
+                            _l3(snap, pmd)[i] & union[i] == 0
+                            for i in off)))
         if pmd_cores is not None:
             out.append((f"PMD COS holds exactly the PMD cores "
                         f"{sorted(pmd_cores)}",

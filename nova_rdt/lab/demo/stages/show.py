@@ -8,8 +8,10 @@ import dataclasses
 import json
 import os
 
+from nova_rdt.host import agent as agent_mod
 from nova_rdt.lab import scenarios
 from nova_rdt.lab.demo import tables
+from nova_rdt.resctrl.groups import Resctrl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +44,16 @@ def run(lab, scenario, outcome, out_dir: str, say) -> Shown:
     say("\n" + ways)
     pmd_cores = ({t.core for t in lab.ovs.pmd_threads()}
                  if scenario.pmd_cos else None)
+    pmd_ids = None
+    if pmd_cores:
+        caps = Resctrl(lab.resctrl_root,
+                       sysfs_cpu=lab.sysfs_cpu_root).capabilities()
+        pmd_ids = agent_mod.pmd_cache_ids(caps, pmd_cores)
     # Fillers are extra load for the no-valid-host story, not part of the
     # seed's relations.
     relations = scenarios.check(
         scenario, snap, {k: v for k, v in roles.items() if k != "filler"},
-        pmd_cores)
+        pmd_cores, pmd_ids)
     say("")
     for text, ok in relations:
         say(f"  [{'ok' if ok else 'FAILED'}] {text}")
