@@ -90,13 +90,17 @@ class _Request:
     """One request spec, read once for all the hosts it is checked on."""
 
     __slots__ = ("spec_obj", "req", "placement", "pinned", "memo", "key",
-                 "numa_key")
+                 "numa_key", "several")
 
     def __init__(self, spec_obj):
         self.spec_obj = spec_obj
         self.memo: dict = {}
         self.pinned = None
         self.numa_key = None
+        # A multi-create: its earlier instances are counted (the field's
+        # default is 1).
+        self.several = "num_instances" in spec_obj \
+            and (spec_obj.num_instances or 1) > 1
         flavor = spec_obj.flavor
         extra = flavor.extra_specs if "extra_specs" in flavor else None
         topo = spec_obj.numa_topology if "numa_topology" in spec_obj \
@@ -155,14 +159,16 @@ class _Request:
         topology and the limits the scheduler hands it
         (``host_state.limits['numa_topology']``, set by
         NUMATopologyFilter), taking the first cell that fits in Nova's
-        order: so this is the cell the driver will be given.  Worked out
-        once per state of the host's NUMA usage (its ``updated`` time
-        moves with every change, Nova's consumption included).
+        order: so this is the cell the driver will be given.  The fit
+        depends only on the host's NUMA usage, the limits and the
+        request's NUMA shape, so it is worked out once per distinct
+        triple (not when PCI devices are asked for: they depend on more).
         """
+        topo = host_state.numa_topology
+        limits = (host_state.limits or {}).get("numa_topology")
         key = None
-        if self.numa_key is not None and host_state.updated is not None:
-            key = (host_state.host, host_state.nodename, host_state.updated,
-                   self.numa_key)
+        if self.numa_key is not None:
+            key = (_topology_key(topo), _limits_key(limits), self.numa_key)
             hit = _NOVA_CELLS.get(key, _MISS)
             if hit is not _MISS:
                 return hit
@@ -171,8 +177,7 @@ class _Request:
         candidates = getattr(host_state, "allocation_candidates", None)
         try:
             fitted = hardware.numa_fit_instance_to_host(
-                host_state.numa_topology, spec_obj.numa_topology.obj_clone(),
-                limits=(host_state.limits or {}).get("numa_topology"),
+                topo, spec_obj.numa_topology.obj_clone(), limits=limits,
                 pci_requests=pci.requests if pci else None,
                 pci_stats=host_state.pci_stats,
                 provider_mapping=candidates[0]["mappings"] if candidates
@@ -185,15 +190,46 @@ class _Request:
         cells = None if fitted is None else tuple(
             frozenset({c.id}) for c in fitted.cells)
         if key is not None:
-            if len(_NOVA_CELLS) >= _MAX_HOSTS:
+            if len(_NOVA_CELLS) >= _MAX_FITS:
                 _NOVA_CELLS.clear()
             _NOVA_CELLS[key] = cells
         return cells
 
 
+def _get(obj, name):
+    return getattr(obj, name) if name in obj else None
+
+
+def _topology_key(topo) -> tuple:
+    """Everything of a host's NUMA topology Nova's fit reads."""
+    out = []
+    for c in topo.cells:
+        net = _get(c, "network_metadata")
+        out.append((
+            c.id, _get(c, "socket"), c.memory, c.memory_usage, c.cpu_usage,
+            frozenset(c.cpuset), frozenset(c.pcpuset),
+            frozenset(c.pinned_cpus), tuple(map(frozenset, c.siblings)),
+            tuple((p.size_kb, p.total, p.used, _get(p, "reserved") or 0)
+                  for p in c.mempages),
+            None if net is None else (frozenset(net.physnets),
+                                      net.tunneled)))
+    return tuple(out)
+
+
+def _limits_key(limits) -> tuple | None:
+    if limits is None:
+        return None
+    net = _get(limits, "network_metadata")
+    return (_get(limits, "cpu_allocation_ratio"),
+            _get(limits, "ram_allocation_ratio"),
+            None if net is None else (frozenset(net.physnets),
+                                      net.tunneled))
+
+
 _MISS = object()
-# (host, node, its updated time, the request's NUMA shape) -> cells.
+# (host NUMA usage, limits, the request's NUMA shape) -> cells.
 _NOVA_CELLS: dict = {}
+_MAX_FITS = 100_000
 
 
 def _numa_key(spec_obj, topo):
@@ -294,7 +330,7 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.debug("RDTFilter: %s publishes no RDT state%s",
                           host_state, f" (degraded: {why})" if why else "")
             return False
-        taken = self._taken_here(host_state, r)
+        taken = self._taken_here(host_state, r) if r.several else None
         if taken:
             summary = self._after(host_state, summary, taken, r)
             if summary is None:

@@ -90,6 +90,7 @@ def schedule(hosts, spec_obj, count):
     """Nova's loop: filter, pick the first passing host, consume it."""
     handler = nova_filters.HostFilterHandler()
     f = rdt_filter.RDTFilter()
+    spec_obj.num_instances = count         # as the API sets it
     picked = []
     for index in range(count):
         spec_obj.instance_uuid = f"00000000-0000-0000-0000-{index:012d}"
@@ -248,26 +249,34 @@ def test_unpinned_numa_guest_judged_on_nova_cell_too():
     assert rdt_filter.RDTFilter().host_passes(hs, spec_obj)
 
 
-def test_nova_choice_is_worked_out_once_per_host_change(monkeypatch):
+def test_nova_choice_is_worked_out_once_per_numa_usage(monkeypatch):
     calls = []
     real = hardware.numa_fit_instance_to_host
     monkeypatch.setattr(hardware, "numa_fit_instance_to_host",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(rdt_filter, "_NOVA_CELLS", {})
     s = state(used=(0x7ff, 0x3), cells=CELLS)
-    spec_obj = request({"rdt:l3_cache_ways": "2"}, pinned_cells=[{0, 1}],
-                       vcpus=2)
     f = rdt_filter.RDTFilter()
-    for _ in range(3):
-        # The same compute node loaded for three requests.
-        hs = host(s, numa=host_numa((4, 3)))
-        hs.updated = _EPOCH
+    # One compute node loaded for three requests, and another host with
+    # the same NUMA usage: one fit.
+    for name in ("h", "h", "h", "other"):
+        hs = host(s, name, numa=host_numa((4, 3)))
         assert not f.host_passes(hs, request(
             {"rdt:l3_cache_ways": "2"}, pinned_cells=[{0, 1}], vcpus=2))
     assert len(calls) == 1
-    hs.consume_from_request(spec_obj)        # Nova moves ``updated``
+    # Nova consumes the host: its usage changed, so it is fitted again.
+    spec_obj = request({"rdt:l3_cache_ways": "2"}, pinned_cells=[{0, 1}],
+                       vcpus=2)
+    hs.consume_from_request(spec_obj)
     f.host_passes(hs, spec_obj)
     assert len(calls) == 3                   # consume's own fit, and ours
+    # Another ratio is another fit.
+    hs = host(s, "h", numa=host_numa((4, 3)))
+    hs.limits["numa_topology"] = objects.NUMATopologyLimits(
+        cpu_allocation_ratio=2.0, ram_allocation_ratio=1.0)
+    f.host_passes(hs, request({"rdt:l3_cache_ways": "2"},
+                              pinned_cells=[{0, 1}], vcpus=2))
+    assert len(calls) == 4
 
 
 def test_fast_path_unchanged_for_the_exact_check():
