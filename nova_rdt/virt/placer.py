@@ -36,6 +36,7 @@ from nova_rdt.allocation import metadata as meta_mod
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
+from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
@@ -81,13 +82,34 @@ class Placer:
         return self._class_masks.get(name)
 
     def release(self, uuid: str) -> bool:
+        """Drop ``uuid``'s reservation; a sharer's leaves the PMD COS too
+        (the hook's 'release' does the same; whichever runs last writes
+        the same mask)."""
         with self._lock:
             e = self._book.pop(uuid, None)
             if e is not None and e.reservation.rdt_class and not any(
                     x.reservation.rdt_class == e.reservation.rdt_class
                     for x in self._book.values()):
                 self._class_masks.pop(e.reservation.rdt_class, None)
+            if e is not None and e.reservation.pmd_share and self.pmd_cos:
+                try:
+                    self._shrink_pmd()
+                except (errors.ResctrlError, OSError) as exc:
+                    LOG.warning("nova-rdt: PMD COS not shrunk after %s "
+                                "left: %s (the hook's release does it)",
+                                uuid, exc)
             return e is not None
+
+    def _shrink_pmd(self) -> None:
+        with self.fs.locked():
+            view = HostView.collect(self.fs)
+            owners = hostplan.ownership(
+                view, self.fs.prefix,
+                {u: e.domain for u, e in self._book.items()}, self.classes)
+            if owners.pmd is None:
+                return
+            host = self._inputs(view)[1]
+            self._write_pmd(view, owners, host, {})
 
     def forget_unless(self, defined: Iterable[str] | None,
                       grace: float) -> list[str]:
@@ -265,7 +287,7 @@ class Placer:
                                            allow_libvirt=True)
                     written.append(g)
             if owners.pmd is not None and self.pmd_cos:
-                self._write_pmd(view, owners, host, plan)
+                self._write_pmd(view, owners, host, plan.instances)
             # Class groups are left to the hook, which makes them with
             # the decided masks (the runtime controller may narrow them
             # on purpose afterwards; that is not undone here).
@@ -274,9 +296,9 @@ class Placer:
                          ", ".join(written))
             return group
 
-
     def _write_pmd(self, view: HostView, owners: hostplan.Ownership,
-                   host: placement.Host, plan: placement.Plan) -> None:
+                   host: placement.Host,
+                   decided: Mapping[str, placement.PerId]) -> None:
         """The PMD COS over the decided masks, by the hook's own rule
         (:func:`pmdplan.for_groups`): whichever writes last, the driver
         here or the hook on 'started', writes the same."""
@@ -287,9 +309,9 @@ class Placer:
             s = Schemata({r: dict(m) for r, m in g.schemata.items()})
             groups[g.name] = s
         for uuid, g in owners.instances.items():
-            decided = plan.instances.get(uuid)
-            if decided:
-                groups[g] = groups[g].merged(hostplan.schemata_of(decided))
+            masks = decided.get(uuid)
+            if masks:
+                groups[g] = groups[g].merged(hostplan.schemata_of(masks))
         sharers = {u: owners.instances[u] for u, e in self._book.items()
                    if e.reservation.pmd_share and u in owners.instances}
         base = None
