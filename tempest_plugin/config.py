@@ -12,6 +12,11 @@ RdtGroup = [
     cfg.BoolOpt("rdt_compute", default=False,
                 help="At least one compute runs LibvirtRDTDriver on a host "
                      "with RDT (resctrl mounted): the scenario needs it."),
+    cfg.StrOpt("exporter_url",
+               help="The nova-rdt exporter of the RDT compute (such as "
+                    "http://compute1:9787): the isolation tests read "
+                    "/api/layout and /metrics there, as whitebox checks "
+                    "with no SSH.  Unset: they skip."),
     cfg.StrOpt("generator", default="none",
                choices=["none", "software", "ixnetwork"],
                help="Traffic generator for the RFC 2544 scenario; 'none' "

@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -95,6 +96,13 @@ def unavailable_reason() -> str | None:
             break
     reasons = [r for r in reasons if r]
     return "; ".join(reasons) if reasons else None
+
+
+def _killpg(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 class CloudLab(Lab):
@@ -191,6 +199,9 @@ class AllInOne:
         self.procs: list[Process] = []
         self.swept: list[str] = []
         self.stop_timings: dict[str, float] = {}
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._stopping = False
         self.lab = CloudLab(
             profile=self.profile.name, resctrl="emulated", kernel=kernel,
             hook=None, pmd_cpu_mask=0x2,
@@ -271,20 +282,43 @@ class AllInOne:
 
     def _run(self, argv: list[str], what: str, ns: bool = False,
              timeout: float = 600.0) -> str:
+        """A set-up command, in its own session: an interrupted start-up
+        kills it (:meth:`_kill_running`) instead of waiting for it."""
+        if self._stopping:
+            raise LabError(f"{what}: not started, the cloud is stopping")
         log = os.path.join(self.lab.log_dir, "manage.log")
         os.makedirs(self.lab.log_dir, exist_ok=True)
         cmd = self.lab.ns.command(argv) if ns else argv
         t0 = time.monotonic()
-        res = subprocess.run(cmd, capture_output=True, text=True,
-                             env=self.env(), timeout=timeout)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=self.env(), start_new_session=True)
+        with self._lock:
+            self._running.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _killpg(proc)
+            out, err = proc.communicate()
+            raise LabError(f"{what}: {' '.join(argv[:4])}... did not end "
+                           f"within {timeout:.0f}s") from None
+        finally:
+            with self._lock:
+                self._running.discard(proc)
         with open(log, "a") as f:
             f.write(f"$ {' '.join(argv)}  # {time.monotonic() - t0:.1f}s,"
-                    f" status {res.returncode}\n{res.stdout}{res.stderr}\n")
-        if res.returncode != 0:
+                    f" status {proc.returncode}\n{out}{err}\n")
+        if proc.returncode != 0:
             raise LabError(f"{what}: {' '.join(argv[:4])}... failed "
-                           f"({res.returncode}): "
-                           f"{(res.stderr or res.stdout)[-1500:]}")
-        return res.stdout
+                           f"({proc.returncode}): {(err or out)[-1500:]}")
+        return out
+
+    def _kill_running(self) -> None:
+        self._stopping = True
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            _killpg(proc)
 
     def _chain(self, name: str, steps: list[list[str]]) -> None:
         def go():
@@ -313,6 +347,12 @@ class AllInOne:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
         try:
             self._start(pool)
+        except BaseException:
+            # Ctrl-C or a failed step: what runs beside it is killed, so
+            # that the pool's threads end now, not when their databases
+            # are migrated.
+            self._kill_running()
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             self.timings["start"] = round(time.monotonic() - t0, 1)
@@ -404,9 +444,10 @@ class AllInOne:
 
     def _start_host(self) -> None:
         lab = self.lab
-        lab.start_resctrl()
-        lab.start_namespace()
-        lab.start_ovs()
+        for step in (lab.start_resctrl, lab.start_namespace, lab.start_ovs):
+            if self._stopping:
+                raise LabError("the cloud is stopping")
+            step()
 
     def _configure_nova(self) -> None:
         lab = self.lab
@@ -602,11 +643,31 @@ class AllInOne:
         """Every process in reverse order, then the Host lab; returns what
         outlived it all (should be nothing)."""
         t0 = time.monotonic()
+        self._kill_running()
         sessions = [p.pid for p in self.procs]
-        for proc in reversed(self.procs):
+        # Tiers, each stopped side by side: what uses a service stops
+        # before it (the observers, then the compute, the other services,
+        # then the broker and the database).
+        last = {"rabbitmq": 3, "epmd": 4, "mariadb": 3, "nova-compute": 1}
+        tiers: dict[int, list[Process]] = {}
+        for proc in self.procs:
+            tier = last.get(proc.name, 2 if proc.name.startswith(
+                ("nova-", "keystone", "glance", "placement", "neutron"))
+                and not proc.name.startswith("nova-rdt") else 0)
+            tiers.setdefault(tier, []).append(proc)
+
+        def stop_one(proc: Process) -> None:
             t = time.monotonic()
             self.sup.stop(proc, timeout=20)
             self.stop_timings[proc.name] = round(time.monotonic() - t, 1)
+
+        for tier in sorted(tiers):
+            threads = [threading.Thread(target=stop_one, args=(p,))
+                       for p in tiers[tier]]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
         self._sweep_sessions(sessions)
         self.lab.stop()
         left = self.lab.leaks() + [f"process {s}" for s in

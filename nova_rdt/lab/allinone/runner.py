@@ -181,7 +181,8 @@ def _say_summary(say, summary: dict) -> None:
     checks = summary.get("checks") or []
     held = sum(1 for c in checks if c["ok"])
     t = summary.get("tempest") or {}
-    verdict = "OK" if summary.get("ok") else "FAILED"
+    verdict = ("OK" if summary.get("ok") else
+               "INTERRUPTED" if summary.get("interrupted") else "FAILED")
     parts = [f"{verdict}: cloud"]
     if summary.get("short"):
         parts.append(f"{held}/{len(checks)} checks hold")

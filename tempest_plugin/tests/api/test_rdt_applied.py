@@ -1,0 +1,126 @@
+"""Isolation as applied, whitebox, with no SSH: servers booted through
+the compute API, then what the RDT compute's resctrl holds, read through
+its nova-rdt exporter (``[nova_rdt] exporter_url``).
+
+* an ``rdt:`` flavor's server gets the ways and the MB its flavor asked
+  for, on every cache its group holds;
+* a class costs one CLOS however many members it has;
+* (negative) asking for more ways than the host can give is refused by
+  the scheduler: "No valid host", and no group is made.
+"""
+
+from tempest import config
+from tempest.api.compute import base
+from tempest.common import waiters
+from tempest.lib import decorators
+from tempest.lib.common.utils import data_utils
+
+from tempest_plugin import exporter as exporter_mod
+
+CONF = config.CONF
+
+
+class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
+    # networks "none" arrived in 2.37.
+    min_microversion = "2.37"
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        opts = CONF.nova_rdt
+        if not opts.rdt_compute:
+            raise cls.skipException(
+                "no RDT-capable compute configured ([nova_rdt] "
+                "rdt_compute = False)")
+        if not opts.exporter_url:
+            raise cls.skipException(
+                "[nova_rdt] exporter_url is not set: these checks read the "
+                "RDT compute's nova-rdt exporter")
+
+    @classmethod
+    def setup_clients(cls):
+        super().setup_clients()
+        cls.exporter = exporter_mod.Exporter(CONF.nova_rdt.exporter_url)
+
+    def flavor(self, specs, vcpus=1, ram=128):
+        flavor = self.admin_flavors_client.create_flavor(
+            name=data_utils.rand_name("rdt"), ram=ram, vcpus=vcpus,
+            disk=1)["flavor"]
+        self.addCleanup(self.admin_flavors_client.delete_flavor,
+                        flavor["id"])
+        self.admin_flavors_client.set_flavor_extra_spec(flavor["id"],
+                                                        **specs)
+        return flavor["id"]
+
+    def boot(self, flavor_id, wait_until="ACTIVE"):
+        """A server with no NIC; deleted (and waited for) at clean-up."""
+        body = self.admin_servers_client.create_server(
+            name=data_utils.rand_name("rdt"), flavorRef=flavor_id,
+            imageRef=CONF.compute.image_ref, networks="none")["server"]
+        self.addCleanup(waiters.wait_for_server_termination,
+                        self.admin_servers_client, body["id"])
+        self.addCleanup(self.admin_servers_client.delete_server, body["id"])
+        if wait_until:
+            waiters.wait_for_server_status(self.admin_servers_client,
+                                           body["id"], wait_until)
+        return body["id"]
+
+
+class RdtAppliedTest(_RdtAppliedBase):
+
+    @decorators.idempotent_id("872eb3f4-b70e-496c-b866-0b23baccf6d8")
+    def test_server_gets_the_ways_and_mb_its_flavor_asked_for(self):
+        specs = {"rdt:l3_cache_ways": "2"}
+        mba = self.exporter.feature("mba")
+        if mba:
+            specs["rdt:mb_percent"] = "50"
+        server = self.boot(self.flavor(specs))
+        ways = self.exporter.wait_for(
+            "the server's group", lambda: self.exporter.instance_ways(
+                server))
+        self.assertNotEqual({}, ways, "the exporter shows no group for "
+                            f"server {server}")
+        self.assertEqual({cid: 2 for cid in ways}, ways)
+        if mba:
+            mb = self.exporter.instance_mb(server)
+            self.assertNotEqual({}, mb)
+            self.assertEqual({node: 0.5 for node in mb}, mb)
+
+    @decorators.idempotent_id("736f525d-a136-4a4b-b284-3c5ce3a9dd3f")
+    def test_a_class_costs_one_clos_however_many_members(self):
+        name = CONF.nova_rdt.noisy_class
+        if not name:
+            raise self.skipException(
+                "no class to join ([nova_rdt] noisy_class is not set; it "
+                "must name one of the computes' [rdt] classes)")
+        fid = self.flavor({"rdt:class": name})
+        before = self.exporter.clos_used()
+        self.boot(fid)
+        one = self.exporter.clos_used()
+        self.boot(fid)
+        self.boot(fid)
+        three = self.exporter.clos_used()
+        self.assertLessEqual(one - before, 1,
+                             f"the first member of {name} cost "
+                             f"{one - before} CLOS")
+        self.assertEqual(one, three, f"more members of {name} cost "
+                         f"{three - one} more CLOS")
+
+
+class RdtAppliedNegativeTest(_RdtAppliedBase):
+
+    @decorators.attr(type=["negative"])
+    @decorators.idempotent_id("c966a90c-70bc-4df3-bd91-0fa7a641700e")
+    def test_more_ways_than_the_host_has_gives_no_valid_host(self):
+        ways = self.exporter.total_ways()
+        clos = self.exporter.clos_used()
+        fid = self.flavor({"rdt:l3_cache_ways": str(ways)})
+        server = self.boot(fid, wait_until=None)
+        waiters.wait_for_server_status(self.admin_servers_client, server,
+                                       "ERROR", raise_on_error=False)
+        fault = self.admin_servers_client.show_server(
+            server)["server"].get("fault") or {}
+        self.assertIn("No valid host", fault.get("message", ""),
+                      f"fault: {fault}")
+        self.assertEqual({}, self.exporter.instance_ways(server))
+        self.assertEqual(clos, self.exporter.clos_used())
