@@ -156,13 +156,16 @@ class Plan:
     ``instances``: uuid -> masks, for every reservation (the new one
     included); ``classes``: name -> masks of every class in use;
     ``pmd``: the PMD COS's masks on every resource and id (absent when the
-    PMD COS is off).  ``moved``: uuids whose masks compaction changed.
+    PMD COS is off).  ``moved``: uuids whose masks compaction changed;
+    ``moved_classes``: class groups placed again to make room (nova-rdt's
+    own groups move without compaction).
     """
 
     instances: Mapping[str, PerId]
     classes: Mapping[str, PerId]
     pmd: PerId
     moved: tuple[str, ...] = ()
+    moved_classes: tuple[str, ...] = ()
 
     @property
     def clos_used(self) -> int:
@@ -567,6 +570,7 @@ def _plan(host: Host, reservations: Mapping[str, Reservation],
     cls: dict[str, dict[str, dict[int, int]]] = {c: {} for c in groups}
     pmd: dict[str, dict[int, int]] = {}
     moved: set[str] = set()
+    moved_classes: set[str] = set()
     for res, rules in host.resources.items():
         for cid in host.ids.get(res, ()):
             on = host.pmd_ids is not None and cid in host.pmd_ids
@@ -576,8 +580,30 @@ def _plan(host: Host, reservations: Mapping[str, Reservation],
                 | (_mask(host.foreign, res, cid) or 0),
                 base=(_mask(host.pmd_base, res, cid) or 0) if on else 0,
                 pmd=on)
-            placed = _place_cache(cache, book, groups, new, prefer,
-                                  compaction)
+            try:
+                placed = _place_cache(cache, book, groups, new, prefer,
+                                      compaction)
+            except InvalidState:
+                raise
+            except NoPlacement:
+                # Class groups are nova-rdt's own best-effort groups, its
+                # to move (the runtime controller reshapes them too): one
+                # in the way of a demand -- case 2's class left next to the
+                # PMD base -- is placed again with it, and named in
+                # Plan.moved_classes.  Instances move only with compaction.
+                floating = {n: dataclasses.replace(
+                    g, masks=_without(g.masks, res, cid))
+                    for n, g in groups.items()
+                    if _mask(g.masks, res, cid) is not None}
+                if not floating:
+                    raise
+                placed = _place_cache(cache, book, {**groups, **floating},
+                                      new, prefer, compaction)
+                for (item, x), _was in placed.items():
+                    if item.kind != "instance" and item.name in floating \
+                            and x != _mask(groups[item.name].masks, res,
+                                           cid):
+                        moved_classes.add(item.name)
             want = cache.base
             for (item, x), was in placed.items():
                 target = inst if item.kind == "instance" else cls
@@ -590,7 +616,16 @@ def _plan(host: Host, reservations: Mapping[str, Reservation],
                 fallback = _mask(host.host_ways, res, cid) or 0
                 pmd.setdefault(res, {})[cid] = \
                     _pmd_cover(cache, want) or fallback
-    return Plan(inst, cls, pmd, tuple(sorted(moved)))
+    return Plan(inst, cls, pmd, tuple(sorted(moved)),
+                tuple(sorted(moved_classes)))
+
+
+def _without(masks: PerId | None, res: str, cid: int) -> PerId | None:
+    """``masks`` without the one of ``res`` cache id ``cid``."""
+    if masks is None:
+        return None
+    return {r: {c: m for c, m in per.items() if (r, c) != (res, cid)}
+            for r, per in masks.items()}
 
 
 def _place_cache(cache: _Cache, book: Mapping[str, Reservation],

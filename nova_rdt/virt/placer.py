@@ -66,6 +66,8 @@ class Placer:
         self.compaction = compaction
         self._book: dict[str, Entry] = {}
         self._class_masks: dict[str, placement.PerId] = {}
+        # Classes a plan moved to make room, not yet written.
+        self._class_moves: set[str] = set()
         self._lock = threading.RLock()
         self._clock = clock
 
@@ -190,9 +192,10 @@ class Placer:
                 continue
             ways = {r: {cid: max(c.l3_ways, host.resources[r].min_bits)
                         for cid in host.ids[r]} for r in host.resources}
-            groups[name] = placement.ClassGroup(
-                name, ways, live_classes.get(name)
-                or self._class_masks.get(name))
+            masks = self._class_masks.get(name) \
+                if name in self._class_moves else (
+                    live_classes.get(name) or self._class_masks.get(name))
+            groups[name] = placement.ClassGroup(name, ways, masks)
         return owners, host, reservations, groups
 
     def claim(self, uuid: str, domain: str, ways: placement.PerId,
@@ -228,6 +231,10 @@ class Placer:
                 new, masks=plan.instances.get(uuid, {})), self._clock())
             for name, masks in plan.classes.items():
                 self._class_masks[name] = masks
+            for name in plan.moved_classes:
+                LOG.info("nova-rdt: class %s moves to %s to make room for "
+                         "%s", name, plan.classes[name], uuid)
+                self._class_moves.add(name)
             return plan
 
     def adopt(self, uuid: str, domain: str, md: meta_mod.RdtMetadata,
@@ -275,6 +282,24 @@ class Placer:
             reservations[uuid] = e.reservation
             plan = placement.place(host, reservations, groups,
                                    e.reservation, compaction=False)
+            # A class group moved to make room for this instance goes
+            # first: its old ways are the ones the instance is about to
+            # take.  (Class groups are made by the hook, at the decided
+            # masks, and the runtime controller may narrow them on
+            # purpose afterwards; that is not undone here.)
+            moved = False
+            for name in sorted(self._class_moves):
+                g = owners.classes.get(name)
+                want = plan.classes.get(name)
+                if g is not None and want:
+                    self.fs.write_schemata(self.fs.group(g),
+                                           hostplan.schemata_of(want))
+                    LOG.info("nova-rdt: class group %s moved to %s", g,
+                             hostplan.schemata_of(want).format().strip())
+                    moved = True
+                self._class_moves.discard(name)
+            if moved:
+                view = HostView.collect(self.fs)
             written = []
             for other, g in sorted(owners.instances.items()):
                 want = plan.instances.get(other)
@@ -288,9 +313,6 @@ class Placer:
                     written.append(g)
             if owners.pmd is not None and self.pmd_cos:
                 self._write_pmd(view, owners, host, plan.instances)
-            # Class groups are left to the hook, which makes them with
-            # the decided masks (the runtime controller may narrow them
-            # on purpose afterwards; that is not undone here).
             if written:
                 LOG.info("nova-rdt: decided masks written into %s",
                          ", ".join(written))

@@ -459,23 +459,29 @@ def test_case2_a_class_group_left_behind_does_not_block_sharers(n):
     assert book.masks("s") == {0: expect, 1: expect}
 
 
-def test_case2_with_a_base_the_class_next_to_it_is_a_real_limit():
+def test_case2_with_a_base_the_class_next_to_it_moves_for_a_sharer():
     """With pmd_shared_ways=2 the cache is full after the 6-way VM (2-7)
     and the class (8, the only way left).  Once the VM is gone, no sharer
-    can reach the base past the class: no valid position exists (the
-    brute force agrees), so this refusal is not the planner's choice."""
+    could reach the base past the class with the class where it is (the
+    brute force, which moves nothing, agrees); the class group is
+    nova-rdt's own, so it is placed again, away from the span, and said
+    so -- without compaction, which moves instances only."""
     book = fx.Book(fx.gold_6252(pmd_ways=2))
     book.define("gold", ways(1))
     book.boot("plain", ways(6))
     book.boot("member", {}, cls="gold")
     assert book.plan.classes["gold"][L3][0] == run(8, 1)
     book.delete("plain")
-    new = pl.Reservation("s", ways(1), pmd_share=True)
-    assert not fx.placeable(book.host, book.reservations, book.classes,
-                            book.plan, new)
-    with pytest.raises(pl.NoPlacement):
-        pl.place(book.host, book.reservations, book.classes, new,
-                 compaction=True)
+    for n in range(1, 7):
+        new = pl.Reservation(f"s{n}", ways(n), pmd_share=True)
+        assert not fx.placeable(book.host, book.reservations, book.classes,
+                                book.plan, new)
+        plan = pl.place(book.host, book.reservations, book.classes, new)
+        assert plan.moved == () and plan.moved_classes == ("gold",)
+        cls = plan.classes["gold"][L3][0]
+        mine = plan.instances[f"s{n}"][L3][0]
+        assert cls & mine == 0 and cls & plan.pmd[L3][0] == 0
+        assert bin(cls).count("1") == 1
     book.boot("p", ways(6))                       # non-sharers still fit
 
 

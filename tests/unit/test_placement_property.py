@@ -144,7 +144,9 @@ def _life(data, host, steps):
         else:
             # A compute restart replans from the kept reservations.
             again = pl.release(host, book.reservations, book.classes, "")
-            assert again == book.plan
+            # The same masks everywhere (what moved last time is history).
+            assert (again.instances, again.classes, again.pmd) == (
+                book.plan.instances, book.plan.classes, book.plan.pmd)
     return book
 
 
@@ -171,7 +173,8 @@ COMPACT_SHAPES = {
 def test_compaction_moves_only_movable_ones_and_only_when_needed(name, data):
     """Each boot is tried without compaction, then with it: compaction
     changes nothing when the demand fits, never moves an immovable
-    reservation or a class, reports exactly the reservations it moved,
+    reservation (a class only to make room, as without compaction),
+    reports exactly the reservations it moved,
     and refuses only when no repacking of the movable ones makes room
     (checked exhaustively)."""
     host = COMPACT_SHAPES[name]
@@ -206,7 +209,9 @@ def test_compaction_moves_only_movable_ones_and_only_when_needed(name, data):
         assert set(plan.moved) == changed
         assert all(book.reservations[u].movable for u in changed)
         for cname, masks in classes.items():
-            assert plan.classes[cname] == masks
+            # A class moves only to make room, and says so.
+            assert plan.classes[cname] == masks \
+                or cname in plan.moved_classes
         book.apply(plan, new)
 
 

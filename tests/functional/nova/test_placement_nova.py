@@ -106,6 +106,31 @@ class TestDecidedNotPredicted(PlacementBase):
             self.assertEqual(0x1e0, shared[cid])
 
 
+class TestClassMovesForASharer(PlacementBase):
+    """Case 2 with a PMD base: a plain VM (ways 2-7), a class member (its
+    class on way 8, the only way left), then the plain VM goes.  The
+    class sits between the free ways and the base; it is nova-rdt's own
+    group, so it moves, and sharers of 1-6 ways still start."""
+
+    def test_sharers_start_after_the_plain_vm_leaves(self):
+        self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2,
+                   classes=["be:l3_ways=1"])
+        self.start_rdt_compute("rdt1")
+        plain = self.boot(self.flavor(**{"rdt:l3_cache_ways": "6"}))
+        self.boot(self.flavor(**{"rdt:class": "be"}))
+        self.assertEqual({0: 0x100, 1: 0x100},
+                         dict(self.placer("rdt1").class_masks("be")["L3"]))
+        self._delete_server(plain)
+        sharer = self.boot(self.flavor(**{"rdt:l3_cache_ways": "6",
+                                          "rdt:pmd_share": "true"}))
+        masks = self.group_of("rdt1", sharer)
+        be = self.placer("rdt1").class_masks("be")["L3"]
+        for cid in (0, 1):
+            self.assertEqual(0x1f8, masks[cid])
+            self.assertEqual(0, be[cid] & masks[cid])
+        self.assertIn("class be moves to", self.stdlog.logger.output)
+
+
 class TestReservations(PlacementBase):
 
     def test_a_class_not_made_yet_costs_its_clos(self):
