@@ -210,19 +210,21 @@ class TestParallel(RdtNovaTestBase):
         self.start_rdt_compute("rdt1")
         flavor = self.flavor(**{"rdt:l3_cache_ways": "4"})
         # 9 free ways per socket: two 4-way instances fit, a third cannot.
-        # One request for three: the scheduler's stats do not change
-        # between them, so all three reach the host and build in parallel.
+        # One request for three, forced past the filters (which would
+        # refuse the third, and so the whole request): all three reach
+        # the host and build in parallel.
         body = self._build_server(flavor_id=flavor, networks="none")
         body["min_count"] = body["max_count"] = 3
+        body["availability_zone"] = "nova:rdt1"
         self.api.post_server({"server": body})
         settled = [self._wait_until_settled(s) for s in
                    self.api.get_servers()]
         active = [s for s in settled if s["status"] == "ACTIVE"]
         failed = [s for s in settled if s["status"] == "ERROR"]
         self.assertEqual((2, 1), (len(active), len(failed)))
-        # The compute refused it before defining a domain, and Nova's
-        # reschedule found no other host.
-        self.assertIn("Exhausted all hosts", failed[0]["fault"]["message"])
+        # The compute refused it before defining a domain (a forced host
+        # has no alternates to reschedule to).
+        self.assertIn("no room for 4 ways", failed[0]["fault"]["message"])
         self.assertIn("nova-rdt: L3 cache id 0: no room for 4 ways",
                       self.stdlog.logger.output)
         st = self.computes["rdt1"].driver.rdt_host_state()

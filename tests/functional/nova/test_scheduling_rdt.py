@@ -1,4 +1,5 @@
-"""RDTFilter inside Nova's own scheduler: parses, classes, RMIDs, NUMA.
+"""RDTFilter inside Nova's own scheduler: parses, classes, RMIDs, NUMA,
+multi-creates and state published at once.
 
 Real Nova services (API, conductor, scheduler with its HostManager and
 database, placement, compute with nova-rdt's driver); fakelibvirt for
@@ -7,6 +8,7 @@ libvirtd and the FUSE resctrl emulator for each host.
 
 import collections
 import os
+import time
 from unittest import mock
 
 import pytest
@@ -171,3 +173,150 @@ class TestMonitoringScheduling(RdtNovaTestBase):
         self.assertIn("No valid host", server["fault"]["message"])
         # A flavor that asks for no group of its own still boots.
         self.boot(self.flavor(**{"rdt:monitor": "false"}))
+
+
+def _used(stats) -> dict[int, int]:
+    state = hoststate.HostRdtState.from_stats(stats)
+    return {cid: c.used["both"] for cid, c in state.cache.items()}
+
+
+class _Settle:
+    def settle(self, server_id):
+        for _ in range(400):
+            s = self.api.get_server(server_id)
+            if s["status"] in ("ACTIVE", "ERROR"):
+                return s
+            time.sleep(0.05)
+        self.fail(f"server {server_id} never settled")
+
+    def multi_create(self, flavor, count, **extra):
+        body = self._build_server(flavor_id=flavor, networks="none")
+        body["min_count"] = body["max_count"] = count
+        body.update(extra)
+        self.api.post_server({"server": body})
+        return [self.settle(s["id"]) for s in self.api.get_servers()]
+
+    def build_events(self, server_id):
+        """The compute's build attempts of a server (one per host tried)."""
+        out = []
+        for action in self.api.get_instance_actions(server_id):
+            detail = self.api.get_instance_action_details(
+                server_id, action["request_id"])
+            out += [e for e in detail.get("events", [])
+                    if e["event"] == "compute__do_build_and_run_instance"]
+        return out
+
+    def node_stats(self, hostname):
+        from nova import context as nova_context
+        from nova import objects
+        return objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            nova_context.get_admin_context(), hostname).stats
+
+
+class TestMultiCreate(_Settle, RdtNovaTestBase):
+    """Case 9: a multi-create is decided by the filter, as Nova decides RAM
+    and CPUs, not by a compute that refuses the instance the filter should
+    not have let through."""
+
+    def _setup_scheduler_service(self):
+        # Stack: every instance on the host with the least RAM left, as
+        # long as it passes the filters.  Without counting, the third
+        # 4-way instance would go where two already took the ways.
+        self.flags(weight_classes=["nova.scheduler.weights.ram.RAMWeigher"],
+                   ram_weight_multiplier=-1.0, group="filter_scheduler")
+        return super()._setup_scheduler_service()
+
+    def test_three_for_room_for_two_is_no_valid_host(self):
+        self.start_rdt_compute("rdt1")
+        four = self.flavor(**{"rdt:l3_cache_ways": "4"})
+        # 9 free ways per cache id: two 4-way instances fit, not three.
+        # Nova places a multi-create whole or not at all: the scheduler
+        # finds no host for the third, so none is built.
+        servers = self.multi_create(four, 3)
+        self.assertEqual(["ERROR"] * 3, [s["status"] for s in servers])
+        for s in servers:
+            self.assertIn("No valid host", s["fault"]["message"])
+            self.assertEqual([], self.build_events(s["id"]))
+            self.assertEqual([], self.defined_xmls("rdt1", s["id"]))
+        for s in servers:
+            self._delete_server(s)
+        servers = self.multi_create(four, 2)
+        self.assertEqual(["ACTIVE"] * 2, [s["status"] for s in servers])
+
+    def test_the_third_goes_to_another_host_without_a_reschedule(self):
+        self.start_rdt_compute("rdt1")
+        self.start_rdt_compute("rdt2")
+        four = self.flavor(**{"rdt:l3_cache_ways": "4"})
+        servers = self.multi_create(four, 4)
+        self.assertEqual(["ACTIVE"] * 4, [s["status"] for s in servers])
+        hosts = collections.Counter(s["OS-EXT-SRV-ATTR:host"]
+                                    for s in servers)
+        self.assertEqual({"rdt1": 2, "rdt2": 2}, dict(hosts))
+        for s in servers:
+            events = self.build_events(s["id"])
+            # One build, on the host the scheduler chose: no compute
+            # refused it and no reschedule happened.
+            self.assertEqual(1, len(events), events)
+            self.assertEqual("Success", events[0]["result"])
+        self.assertNotIn("no room for", self.stdlog.logger.output)
+
+
+class TestPublishedAtOnce(_Settle, RdtNovaTestBase):
+    """A claim or a release reaches the scheduler at once, not at the next
+    periodic task (none runs in these tests: [DEFAULT] periodic_enable is
+    off in Nova's functional tests)."""
+
+    def test_claim_and_release_publish_before_the_periodic_task(self):
+        self.start_rdt_compute("rdt1")
+        self.assertEqual({0: 0x3, 1: 0x3}, _used(self.node_stats("rdt1")))
+        four = self.flavor(**{"rdt:l3_cache_ways": "4"})
+        server = self.boot(four)
+        used = _used(self.node_stats("rdt1"))
+        self.assertNotEqual(
+            {0: 0x3, 1: 0x3}, used, "the driver did not publish its claim: "
+            "_rdt_claim and _rdt_release call nova_rdt.virt.publish.publish")
+        self.assertEqual(1, len(set(used.values())), used)
+        self.assertEqual(4, bin(used[0] & ~0x3).count("1"), hex(used[0]))
+        # Two separate requests fill the host; the third is refused by
+        # the scheduler, from what the host published.
+        second = self.boot(four)
+        third = self.boot(four, state="ERROR")
+        self.assertIn("No valid host", third["fault"]["message"])
+        self.assertEqual([], self.build_events(third["id"]))
+        # A release publishes too: room for one again.
+        self._delete_server(second)
+        self.assertEqual(used, _used(self.node_stats("rdt1")))
+        self.boot(four)
+        self._delete_server(server)
+
+    def test_publish_goes_through_the_trackers_stats(self):
+        """What the tracker saves later (another instance's state change)
+        keeps the published state, instead of putting the old one back."""
+        from nova_rdt.virt import publish
+        self.start_rdt_compute("rdt1")
+        compute = self.computes["rdt1"]
+        driver = compute.driver
+        before = self.node_stats("rdt1")["rdt"]
+        # Ways taken behind the driver's back (another tool's group):
+        # only the periodic task would see them, or a publish.
+        root = self.rdt_host("rdt1").resctrl_root
+        os.mkdir(os.path.join(root, "other-tool"))
+        with open(os.path.join(root, "other-tool", "schemata"), "w") as f:
+            f.write("L3:0=7c0;1=7c0\n")
+        self.assertTrue(publish.publish(
+            driver.virtapi,
+            lambda: publish.rdt_stats(driver.rdt_host_state())))
+        after = self.node_stats("rdt1")
+        self.assertNotEqual(before, after["rdt"])
+        self.assertEqual({0: 0x7c3, 1: 0x7c3}, _used(after))
+        self.assertEqual(after["rdt"], compute.rt.stats["rdt1"]["rdt"])
+        # Nothing changed: nothing saved.
+        self.assertFalse(publish.publish(
+            driver.virtapi,
+            lambda: publish.rdt_stats(driver.rdt_host_state())))
+        # A plain boot makes the tracker save the node several times.
+        self.boot(self.flavor())
+        self.assertEqual({0: 0x7c3, 1: 0x7c3},
+                         _used(self.node_stats("rdt1")))
+        # No tracker (another virtapi): nothing published, no error.
+        self.assertFalse(publish.publish(object(), lambda: {"rdt": ""}))
