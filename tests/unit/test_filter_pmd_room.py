@@ -314,3 +314,24 @@ def test_older_documents_still_read(version):
         assert not back.cache[0].pmd and not back.cache[0].sparse
     else:
         assert back == s
+
+
+def test_from_resctrl_with_an_empty_base_knows_sharers_and_holes(tmp_path):
+    # pmd_shared_ways=0: the PMD COS is its sharers' span.  Sharers at 4
+    # and 8 (the one between left): a 3-way hole at 5-7, ways 2-3 and
+    # 9-10 free next to the span.
+    view = _view(tmp_path, pmd_mask=0x1f0,
+                 groups=[("qemu-1-a-vcpus_0", 0x10),
+                         ("qemu-2-b-vcpus_0", 0x100)])
+    s = hoststate.from_resctrl(view, prefix=PREFIX, pmd_cos=True,
+                               pmd_base=Schemata({}))
+    c = s.cache[0]
+    assert c.pmd_want == {"both": 0x110}
+    assert c.pmd_cover("both") == 0x1f0
+    assert (c.room("both"), c.room("both", sharer=True)) == (2, 3)
+    # And the filter's fast path says so.
+    r = spec.parse({"rdt:l3_cache_ways": "3", "rdt:pmd_share": "true"}, 4)
+    assert planner.HostSummary.of(s).fits(r, planner.Placement(4), {})
+    assert planner.fits_anywhere(s, r, planner.Placement(4)) is None
+    r = spec.parse({"rdt:l3_cache_ways": "3"}, 4)
+    assert not planner.HostSummary.of(s).fits(r, planner.Placement(4), {})
