@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import random
 import statistics
@@ -34,6 +35,7 @@ from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
 
 objects.register_all()
 WAY = 3407872
+LOADED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def rdt_stats(rng: random.Random) -> dict[str, str]:
@@ -73,6 +75,9 @@ def fill_host(hs, rng: random.Random) -> None:
     hs.allocation_candidates = [{"mappings": {}}]
     hs.limits = {}
     hs.pci_stats = None
+    # What HostState.update() copies from the ComputeNode: the time of
+    # its last save.
+    hs.updated = LOADED
 
 
 def host_states(n: int, seed: int = 7) -> list:
@@ -151,6 +156,7 @@ def main(argv=None) -> int:
             st = hoststate.HostRdtState.from_stats(h.stats)
             h.stats = {**h.stats, **dataclasses.replace(
                 st, clos_free=(st.clos_free + 1) % 8).to_stats()}
+            h.updated += datetime.timedelta(seconds=60)   # saved again
     time_filter(rdt, hosts, spec_obj, 1)
     after_change = parses["n"]
 

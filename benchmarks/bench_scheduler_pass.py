@@ -139,6 +139,10 @@ class Hosts:
             if case == "changed" or (case == "half" and i % 2):
                 self.version[i] += 1
                 hs.stats = self._stats(i, self.states[i], self.version[i])
+                # The compute saved its node: HostState.update() copies
+                # the new updated_at.
+                hs.updated = bench_filter.LOADED + datetime.timedelta(
+                    seconds=60 * self.version[i])
             else:
                 hs.stats = _fresh(hs.stats)
 

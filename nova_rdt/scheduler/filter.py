@@ -162,15 +162,29 @@ class _Request:
         order: so this is the cell the driver will be given.  The fit
         depends only on the host's NUMA usage, the limits and the
         request's NUMA shape, so it is worked out once per distinct
-        triple (not when PCI devices are asked for: they depend on more).
+        triple (not when PCI devices are asked for: they depend on more),
+        and looked up by the host and its ``updated`` time first.
         """
         topo = host_state.numa_topology
         limits = (host_state.limits or {}).get("numa_topology")
-        key = None
+        key = seen = None
         if self.numa_key is not None:
-            key = (_topology_key(topo), _limits_key(limits), self.numa_key)
+            what = (_limits_key(limits), self.numa_key)
+            if host_state.updated is not None:
+                # The same host, not changed since (Nova moves ``updated``
+                # with every save of its node and every consumption).
+                seen = (host_state.host, host_state.nodename,
+                        host_state.updated, what)
+                hit = _NOVA_CELLS.get(seen, _MISS)
+                if hit is not _MISS:
+                    return hit
+            # Another host, or this one changed: the same NUMA usage gives
+            # the same fit.
+            key = (_topology_key(topo), what)
             hit = _NOVA_CELLS.get(key, _MISS)
             if hit is not _MISS:
+                if seen is not None:
+                    _NOVA_CELLS[seen] = hit
                 return hit
         spec_obj = self.spec_obj
         pci = spec_obj.pci_requests if "pci_requests" in spec_obj else None
@@ -193,6 +207,8 @@ class _Request:
             if len(_NOVA_CELLS) >= _MAX_FITS:
                 _NOVA_CELLS.clear()
             _NOVA_CELLS[key] = cells
+            if seen is not None:
+                _NOVA_CELLS[seen] = cells
         return cells
 
 
@@ -227,7 +243,8 @@ def _limits_key(limits) -> tuple | None:
 
 
 _MISS = object()
-# (host NUMA usage, limits, the request's NUMA shape) -> cells.
+# (host NUMA usage, (limits, the request's NUMA shape)) -> cells, and
+# (host, node, updated, (limits, shape)) -> cells.
 _NOVA_CELLS: dict = {}
 _MAX_FITS = 100_000
 

@@ -270,6 +270,18 @@ def test_nova_choice_is_worked_out_once_per_numa_usage(monkeypatch):
     hs.consume_from_request(spec_obj)
     f.host_passes(hs, spec_obj)
     assert len(calls) == 3                   # consume's own fit, and ours
+    # A host loaded again unchanged (its ``updated`` time as before) is
+    # not even fingerprinted again.
+    keys = []
+    real_key = rdt_filter._topology_key
+    monkeypatch.setattr(rdt_filter, "_topology_key",
+                        lambda t: keys.append(1) or real_key(t))
+    for _ in range(3):
+        again = host(s, "same", numa=host_numa((4, 3)))
+        again.updated = _EPOCH
+        assert not f.host_passes(again, request(
+            {"rdt:l3_cache_ways": "2"}, pinned_cells=[{0, 1}], vcpus=2))
+    assert len(keys) == 1 and len(calls) == 3
     # Another ratio is another fit.
     hs = host(s, "h", numa=host_numa((4, 3)))
     hs.limits["numa_topology"] = objects.NUMATopologyLimits(
