@@ -150,7 +150,6 @@ class _Request:
         return tuple(frozenset(cid for cid, n in free.items() if n >= need)
                      if need else None for need in self.pinned)
 
-
     def nova_cells(self, host_state) -> planner.Eligible:
         """The host cell Nova's NUMA fit gives each guest node here, or
         None when it finds none (NUMATopologyFilter refuses the host).
@@ -180,7 +179,8 @@ class _Request:
                     return hit
             # Another host, or this one changed: the same NUMA usage gives
             # the same fit.
-            key = (_topology_key(topo), what)
+            key = (_topology_key(topo), _pci_key(host_state.pci_stats),
+                   what)
             hit = _NOVA_CELLS.get(key, _MISS)
             if hit is not _MISS:
                 if seen is not None:
@@ -232,6 +232,17 @@ def _topology_key(topo) -> tuple:
     return tuple(out)
 
 
+def _pci_key(pci_stats) -> tuple | None:
+    """PCI devices per host cell: Nova's fit orders cells by them."""
+    if not pci_stats:
+        return None
+    per: dict = {}
+    for pool in pci_stats.pools:
+        per[pool["numa_node"]] = per.get(pool["numa_node"], 0) \
+            + pool["count"]
+    return tuple(sorted(per.items(), key=repr))
+
+
 def _limits_key(limits) -> tuple | None:
     if limits is None:
         return None
@@ -243,8 +254,8 @@ def _limits_key(limits) -> tuple | None:
 
 
 _MISS = object()
-# (host NUMA usage, (limits, the request's NUMA shape)) -> cells, and
-# (host, node, updated, (limits, shape)) -> cells.
+# (host NUMA usage, PCI devices per cell, (limits, the request's NUMA
+# shape)) -> cells, and (host, node, updated, (limits, shape)) -> cells.
 _NOVA_CELLS: dict = {}
 _MAX_FITS = 100_000
 

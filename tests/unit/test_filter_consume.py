@@ -291,6 +291,32 @@ def test_nova_choice_is_worked_out_once_per_numa_usage(monkeypatch):
     assert len(calls) == 4
 
 
+def test_pci_devices_steer_nova_and_the_filter_alike(monkeypatch):
+    """Without PCI requests, Nova tries cells without PCI devices first:
+    two hosts alike but for their devices get different cells."""
+    from nova.pci import stats as pci_stats_mod
+    monkeypatch.setattr(rdt_filter, "_NOVA_CELLS", {})
+    s = state(used=(0x7ff, 0x3), cells=CELLS)       # ways on cell 1 only
+    f = rdt_filter.RDTFilter()
+    verdicts = {}
+    for name, devices_on in (("with", 0), ("without", None)):
+        hs = host(s, name, numa=host_numa((4, 4)))
+        pools = [] if devices_on is None else [objects.PciDevicePool(
+            product_id="p", vendor_id="v", numa_node=devices_on, count=2,
+            tags={})]
+        hs.pci_stats = pci_stats_mod.PciDeviceStats(
+            hs.numa_topology,
+            stats=objects.PciDevicePoolList(objects=pools))
+        spec_obj = request({"rdt:l3_cache_ways": "2"},
+                           pinned_cells=[{0, 1}], vcpus=2)
+        fitted = hardware.numa_fit_instance_to_host(
+            hs.numa_topology, spec_obj.numa_topology.obj_clone(),
+            provider_mapping=None, pci_stats=hs.pci_stats)
+        verdicts[name] = ([c.id for c in fitted.cells],
+                          f.host_passes(hs, spec_obj))
+    assert verdicts == {"with": ([1], True), "without": ([0], False)}
+
+
 def test_fast_path_unchanged_for_the_exact_check():
     # The consumed state is judged by the same summary as a published one.
     s = state()
