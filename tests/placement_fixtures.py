@@ -79,6 +79,17 @@ def amd_epyc(pmd_ways=2, **kw):
                  min_bits=p.l3.min_cbm_bits, sparse=p.l3.sparse_masks, **kw)
 
 
+def xeon_w_11865mre(pmd_ways=2, **kw):
+    """xeon-w-11865mre, the profile with L2 CAT: one 12-way L3 (nova-rdt
+    places L3 only; L2 keeps the kernel's default in every group), 4
+    CLOS as the minimum over L3 and L2 (2 left after the root and the
+    PMD group)."""
+    p = profiles.get("xeon-w-11865mre")
+    kw.setdefault("clos", p.l3.num_closids - 2)
+    return shape(p.l3.cbm_len, ids=range(p.domains), pmd_ways=pmd_ways,
+                 min_bits=max(p.l3.min_cbm_bits, 1), **kw)
+
+
 def managed(host, res, cid):
     """Ways of (res, cid) that are neither the host's, foreign nor base."""
     rule = host.resources[res]

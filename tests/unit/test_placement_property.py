@@ -2,7 +2,9 @@
 only when impossible").
 
 Random sequences of boot (sharing, non-sharing, class member; from one
-way to the whole free cache, on one cache id or all), delete, stop (the
+way to the whole free cache, on one cache id or all), live migration in
+and out (to the planner: a reservation arriving, one leaving), delete,
+stop (the
 reservation is kept: nothing changes), start (a re-place of the same
 uuid, which must keep its masks) and compute restart (a re-plan from the
 kept reservations, which must change nothing), on the emulator's shapes.
@@ -43,6 +45,8 @@ SHAPES = {
     "amd-epyc": fx.amd_epyc(),
     # Synthetic: sparse masks whose lowest run must hold 2 ways.
     "sparse-min2": fx.shape(12, pmd_ways=2, min_bits=2, sparse=True),
+    # The L2 CAT part (its L3, the cache nova-rdt places).
+    "xeon-w-11865mre": fx.xeon_w_11865mre(),
 }
 
 
@@ -108,12 +112,16 @@ def _life(data, host, steps):
     book = _book(host)
     stopped: set[str] = set()
     for step in range(steps):
-        ops = ["boot", "boot", "restart"]
+        ops = ["boot", "boot", "migrate-in", "restart"]
         if book.reservations:
-            ops += ["delete", "stop", "start"]
+            ops += ["delete", "stop", "start", "migrate-out"]
         op = data.draw(st.sampled_from(ops))
         event(f"op: {op}")
-        if op == "boot":
+        # To the planner a live migration in is a reservation made for an
+        # instance that arrives (checked, then reserved in
+        # pre_live_migration) and one out is a release: the same rules
+        # as a boot and a delete, with names of their own in the events.
+        if op in ("boot", "migrate-in"):
             spec = _draw_boot(data, host, f"vm{step}")
             plan, before = book.plan, dict(book.reservations)
             new, ok = _boot(book, spec)
@@ -124,7 +132,7 @@ def _life(data, host, steps):
                 assert book.plan is plan
                 assert not fx.placeable(host, before, book.classes, plan,
                                         new), (new, plan)
-        elif op == "delete":
+        elif op in ("delete", "migrate-out"):
             uuid = data.draw(st.sampled_from(sorted(book.reservations)))
             before = _masks(book)
             plan = book.delete(uuid)
