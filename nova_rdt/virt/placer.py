@@ -51,6 +51,11 @@ class Entry:
     domain: str
     reservation: placement.Reservation
     created: float = 0.0
+    # A group of its own without ways (MB only): a CLOS the planner,
+    # which counts ways, does not see.
+    mb_only: bool = False
+    # libvirt makes a monitor group for it (an RMID on a monitoring host).
+    monitor: bool = False
 
 
 class Placer:
@@ -128,11 +133,12 @@ class Placer:
                 self.release(u)
         return gone
 
-    def effective(self, state: hoststate.HostRdtState
-                  ) -> hoststate.HostRdtState:
+    def effective(self, state: hoststate.HostRdtState,
+                  exclude: str | None = None) -> hoststate.HostRdtState:
         """``state`` (resctrl as it is) with every reservation that has no
-        group yet laid on at its decided position: instances claimed or
-        stopped, and classes whose group is still to be made."""
+        group yet laid on at its decided position, with its CLOS and RMID:
+        instances claimed or stopped (but ``exclude``), and classes whose
+        group is still to be made."""
         with self._lock:
             if not self._book:
                 return state
@@ -140,17 +146,20 @@ class Placer:
             owners = hostplan.ownership(
                 view, self.fs.prefix,
                 {u: e.domain for u, e in self._book.items()}, self.classes)
-            extra: list[placement.PerId] = []
             for uuid, e in self._book.items():
+                if uuid == exclude or uuid in owners.instances:
+                    continue
                 r = e.reservation
-                if uuid not in owners.instances and r.masks and any(
-                        r.masks.values()):
-                    extra.append(r.masks)
+                if r.masks and any(r.masks.values()):
+                    state = state.with_allocation(_by_kind(r.masks))
+                elif e.mb_only:
+                    state = state.with_allocation({})
+                elif e.monitor and state.mon_capable:
+                    state = dataclasses.replace(
+                        state, rmids_free=max(state.rmids_free - 1, 0))
             for name, masks in self._class_masks.items():
                 if name not in owners.classes and masks:
-                    extra.append(masks)
-            for masks in extra:
-                state = state.with_allocation(_by_kind(masks))
+                    state = state.with_allocation(_by_kind(masks))
             return state
 
     @contextlib.contextmanager
@@ -161,7 +170,8 @@ class Placer:
 
     # -- deciding --------------------------------------------------------
 
-    def _inputs(self, view: HostView, wanted_class: str | None = None):
+    def _inputs(self, view: HostView, wanted_class: str | None = None,
+                claiming: str | None = None, mb_only: bool = False):
         owners = hostplan.ownership(
             view, self.fs.prefix,
             {u: e.domain for u, e in self._book.items()}, self.classes)
@@ -173,6 +183,13 @@ class Placer:
             except hostlayout.HostPrepError:
                 base = None
         host = hostplan.host_of(view, owners, base, self.pmd_cos)
+        # Groups of their own without ways take a CLOS the planner does
+        # not count: it gets that many fewer.
+        groups_without_ways = mb_only + sum(
+            1 for u, e in self._book.items() if e.mb_only and u != claiming)
+        if groups_without_ways:
+            host = dataclasses.replace(
+                host, clos=host.clos - groups_without_ways)
         live, live_classes = hostplan.live_masks(view, owners)
         reservations = {}
         for uuid, e in self._book.items():
@@ -200,7 +217,8 @@ class Placer:
 
     def claim(self, uuid: str, domain: str, ways: placement.PerId,
               pmd_share: bool = False, rdt_class: str | None = None,
-              movable: bool = True, dry_run: bool = False
+              movable: bool = True, dry_run: bool = False,
+              mb_only: bool = False, monitor: bool = False
               ) -> placement.Plan:
         """Decide where ``uuid``'s ways go and reserve them (only decide,
         with ``dry_run``: a live migration's destination check).
@@ -211,13 +229,20 @@ class Placer:
         with self._lock:
             view = HostView.collect(self.fs)
             _owners, host, reservations, groups = self._inputs(
-                view, rdt_class)
+                view, rdt_class, claiming=uuid, mb_only=mb_only)
             old = reservations.get(uuid)
             new = placement.Reservation(
                 uuid, ways, old.masks if old and old.ways == ways else None,
                 pmd_share=pmd_share, rdt_class=rdt_class, movable=movable)
-            plan = placement.place(host, reservations, groups, new,
-                                   compaction=self.compaction)
+            try:
+                plan = placement.place(host, reservations, groups, new,
+                                       compaction=self.compaction)
+            except placement.NoPlacement as e:
+                if mb_only and "CLOS" in str(e):
+                    raise placement.NoPlacement(
+                        f"no CLOS left for instance {uuid}'s memory "
+                        f"bandwidth group") from e
+                raise
             if dry_run:
                 return plan
             for moved in plan.moved:
@@ -228,7 +253,8 @@ class Placer:
                     e, reservation=dataclasses.replace(
                         e.reservation, masks=plan.instances[moved]))
             self._book[uuid] = Entry(domain, dataclasses.replace(
-                new, masks=plan.instances.get(uuid, {})), self._clock())
+                new, masks=plan.instances.get(uuid, {})), self._clock(),
+                mb_only=mb_only, monitor=monitor)
             for name, masks in plan.classes.items():
                 self._class_masks[name] = masks
             for name in plan.moved_classes:

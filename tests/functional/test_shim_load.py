@@ -175,7 +175,7 @@ def test_init_host_under_novas_sysfs_poison(require, caplog):
     from nova.tests import fixtures as nova_fixtures
     from oslo_config import cfg
 
-    from nova_rdt.virt import driver as rdt_driver
+    from nova_rdt.virt import rdt_compute
 
     conf = cfg.CONF
     conf.set_override("require_resctrl", require, group="rdt")
@@ -183,16 +183,14 @@ def test_init_host_under_novas_sysfs_poison(require, caplog):
     poison = nova_fixtures.SysFsPoisonFixture()
     poison.setUp()
     try:
-        drv = rdt_driver.LibvirtRDTDriver.__new__(
-            rdt_driver.LibvirtRDTDriver)
-        drv._rdt_fs = None
+        rdt = rdt_compute.RdtCompute(host=None)
         with caplog.at_level(logging.WARNING, logger="nova_rdt"):
             if require:
                 with pytest.raises(exception.InvalidConfiguration,
                                    match="require_resctrl=False"):
-                    drv._rdt_init_host()
+                    rdt.init_host()
             else:
-                assert drv._rdt_init_host() is None
+                assert rdt.init_host() is None
     finally:
         poison.cleanUp()
         conf.clear_override("require_resctrl", group="rdt")
@@ -203,4 +201,4 @@ def test_init_host_under_novas_sysfs_poison(require, caplog):
                     r.name.startswith("nova_rdt")]
         assert len(warnings) == 1, [r.getMessage() for r in warnings]
         assert "no RDT" in warnings[0].getMessage()
-        assert drv._rdt_fs is None
+        assert rdt.fs is None

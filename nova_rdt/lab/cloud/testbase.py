@@ -352,7 +352,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         if resctrl_root is not None:
             # The real libvirtd that allocates on that resctrl starts the
             # domain later, and its hook writes the decided masks.
-            self.computes[hostname].driver.rdt_enforce_on_create = False
+            self.computes[hostname].driver.rdt.enforce_on_create = False
         return name
 
     def restart_compute_service(self, hostname, *args, **kwargs):
@@ -363,7 +363,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         service = super().restart_compute_service(hostname, *args,
                                                   **kwargs)
         if host is not None and isinstance(host.emulator, _ExternalResctrl):
-            self.computes[hostname].driver.rdt_enforce_on_create = False
+            self.computes[hostname].driver.rdt.enforce_on_create = False
         return service
 
     def rdt_host(self, hostname: str) -> RdtHost:

@@ -84,7 +84,7 @@ def observe(lab, servers, foreign_before, cache_rules) -> check.Observed:
     roles = {u: servers.role(s) for u, s in active.items()}
     driver = servers.cloud.rdt_driver
     # The ledger's keys: the claims nova-compute holds in memory.
-    claims = set(driver._rdt_claims._claims)
+    claims = set(driver.rdt.claims._claims)
     return check.Observed(
         groups=groups(lab.resctrl_root),
         records=records(servers.state_path),

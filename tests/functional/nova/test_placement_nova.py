@@ -59,7 +59,7 @@ class PlacementBase(RdtNovaTestBase):
         return objects.ComputeNode.get_by_nodename(ctxt, hostname).stats
 
     def placer(self, hostname):
-        return self.computes[hostname].driver._rdt_placer
+        return self.computes[hostname].driver.rdt.placer
 
 
 class TestDecidedNotPredicted(PlacementBase):
@@ -142,7 +142,7 @@ class TestReservations(PlacementBase):
         self.start_rdt_compute("rdt1")
         driver = self.computes["rdt1"].driver
         clos = self.placer("rdt1")._inputs(
-            HostView.collect(driver._rdt_fs))[1].clos
+            HostView.collect(driver.rdt.fs))[1].clos
         # Small in every other way: only the CLOS may run out.
         one_way = self._create_flavor(
             vcpu=1, memory_mb=256, disk=1,

@@ -135,7 +135,7 @@ class TestResctrlLost(RecoveryBase):
 class TestDriverFailpoints(RecoveryBase):
 
     def _claims(self, hostname):
-        return self.computes[hostname].driver._rdt_claims
+        return self.computes[hostname].driver.rdt.claims
 
     def test_spawn_cut_after_the_claim_releases_it(self):
         self.start_rdt_compute("rdt1")
@@ -183,7 +183,7 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
 
     def test_destination_claim_carries_the_pmd_share(self):
         self._setup()
-        placer = self.dest.driver._rdt_placer
+        placer = self.dest.driver.rdt.placer
         claimed = []
         real = placer.claim
 
@@ -225,11 +225,11 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
 
     def _wait_for_no_claims(self, compute, why):
         for _ in range(100):
-            if not len(compute.driver._rdt_claims):
+            if not len(compute.driver.rdt.claims):
                 return
             time.sleep(0.1)
         self.fail(f"{why}: claims left: "
-                  f"{list(compute.driver._rdt_claims._claims)}")
+                  f"{list(compute.driver.rdt.claims._claims)}")
 
     def _cut(self, point):
         """A live migration cut at ``point``; the instance is put back to
@@ -258,4 +258,4 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
         self._cut("migration.source_release")
         # Whatever the source kept, a restart starts with no claim.
         self.restart_compute_service("rdt1")
-        self.assertEqual(0, len(self.computes["rdt1"].driver._rdt_claims))
+        self.assertEqual(0, len(self.computes["rdt1"].driver.rdt.claims))
