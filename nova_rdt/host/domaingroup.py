@@ -1,0 +1,200 @@
+"""libvirt's group of a managed domain: what it gets beyond libvirt's writes.
+
+libvirt allocates from ``<cachetune>`` sizes and writes the group first;
+the hook then writes into it, while the guest is paused: the masks
+nova-rdt decided for the domain (or, for a domain that carries none, a
+placement found here by the compute's rules), and MB in MBps, which
+``<memorytune>`` cannot carry.  Each write is resolved first, by the pure
+:func:`nova_rdt.host.enforce.check` and :func:`placed_masks`, then done in
+one step, under the resctrl ``flock`` libvirt's allocator also takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+import dataclasses
+
+from nova_rdt import failpoints
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import hostplan
+from nova_rdt.allocation import naming
+from nova_rdt.allocation import placement
+from nova_rdt.allocation import rdtclass
+from nova_rdt.host import enforce
+from nova_rdt.host.context import LOG
+from nova_rdt.host.context import HostContext
+from nova_rdt.host.context import IsolationError
+from nova_rdt.host.context import taken
+from nova_rdt.host.events import HookEvent
+from nova_rdt.host.events import Managed
+from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.resctrl.schemata import Schemata
+
+Decided = tuple[tuple[tuple[int, str], int], ...]
+
+
+# -- resolve: pure ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PlaceInputs:
+    """What a plan-less domain is placed against, as read under the lock."""
+
+    view: HostView
+    domains: Mapping[str, str]       # living domains' uuid -> name
+    sharing: frozenset[str]          # uuids sharing the PMD COS
+    pmd_base: Schemata | None        # None: the layout cannot be made
+
+
+def _ways(masks: Mapping[str, Mapping[int, int]]
+          ) -> dict[str, dict[int, int]]:
+    """The number of ways of each mask."""
+    return {r: {cid: cbm.popcount(m) for cid, m in per.items()}
+            for r, per in masks.items()}
+
+
+def placed_masks(inputs: PlaceInputs, prefix: str,
+                 classes: Mapping[str, rdtclass.RdtClass], uuid: str,
+                 m: Managed, pmd_cos: bool) -> Decided:
+    """The masks the compute's rules (:mod:`nova_rdt.allocation.placement`)
+    give domain ``uuid`` against resctrl as it is, every other group
+    staying where it is: a sharer next to the PMD COS, anyone else away
+    from it.  Raises :class:`placement.NoPlacement` when none exists."""
+    view = inputs.view
+    owners = hostplan.ownership(view, prefix, inputs.domains, classes)
+    host = hostplan.host_of(view, owners, inputs.pmd_base, pmd_cos)
+    live, live_classes = hostplan.live_masks(view, owners)
+    reservations = {
+        u: placement.Reservation(u, _ways(masks), masks,
+                                 pmd_share=u in inputs.sharing,
+                                 movable=False)
+        for u, masks in live.items() if u != uuid}
+    groups = {c: placement.ClassGroup(c, _ways(masks), masks)
+              for c, masks in live_classes.items()}
+    new = placement.Reservation(
+        uuid, hostplan.ways_of({cid: {kind: n} for cid, kind, n in m.cache}),
+        pmd_share=m.pmd_share and pmd_cos)
+    plan = placement.place(host, reservations, groups, new)
+    return tuple(sorted(
+        ((cid, hostplan.KIND_OF_RESOURCE[res]), mask)
+        for res, per in plan.instances.get(uuid, {}).items()
+        for cid, mask in per.items()))
+
+
+# -- apply -----------------------------------------------------------------
+
+class DomainGroup:
+    """Writes into libvirt's groups of managed domains on one host."""
+
+    def __init__(self, host: HostContext):
+        self.host = host
+        self.settings = host.settings
+        self.fs = host.fs
+        self.records = host.records
+
+    def apply(self, event: HookEvent, holder: str | None) -> None:
+        """What libvirt's group ``holder`` of the started domain gets
+        beyond libvirt's writes: the decided masks (or a placement here),
+        and MB in MBps."""
+        m = event.managed
+        assert m is not None
+        if holder is not None and m.masks:
+            self.write_decided(event.name, holder, m)
+        elif holder is not None and m.cache:
+            self.place_here(event, holder)
+        if m.mb_mbps:
+            self.set_mb_mbps(event.name, holder, m.mb_mbps)
+
+
+    def write_decided(self, name: str, holder: str, m: Managed) -> bool:
+        """The masks nova-rdt decided for the domain, into libvirt's group
+        of it, when they are safe (:mod:`nova_rdt.host.enforce`); else
+        libvirt's choice stays and the reason is logged."""
+        caps = self.fs.capabilities()
+        g = self.fs.group(holder)
+        current = g.schemata()
+        skip = {holder}
+        if m.pmd_share:
+            skip.add(naming.pmd_group(self.fs.prefix))
+        lines, why = enforce.check(
+            dict(m.masks),
+            {r: current.domains(r) for r in current.resources()},
+            taken(self.fs, caps, skip),
+            {n: (r.cbm_len, r.min_cbm_bits, r.sparse_masks)
+             for n, r in caps.cache.items()})
+        if why is not None:
+            LOG.warning("%s: the decided masks are not written, libvirt's "
+                        "choice stays: %s", name, why)
+            return False
+        if lines:
+            failpoints.hit("agent.write_decided")
+            kept = self.fs.write_schemata(g, Schemata(lines),
+                                          allow_libvirt=True)
+            LOG.info("%s: decided masks in %s: %s", name, holder,
+                     kept.restricted(lines).format().strip()
+                     .replace("\n", " "))
+        return True
+
+    def place_here(self, event: HookEvent, holder: str) -> bool:
+        """A domain that carries no decided masks (defined by hand, or by
+        an older nova-rdt) is placed here (:func:`placed_masks`).  When no
+        placement exists, libvirt's choice stays and that is logged."""
+        m = event.managed
+        assert m is not None
+        try:
+            decided = placed_masks(self._place_inputs(event),
+                                   self.fs.prefix, self.host.classes,
+                                   event.uuid, m, self.settings.pmd_cos)
+        except placement.NoPlacement as e:
+            LOG.warning("%s: no placement by nova-rdt's rules (%s); "
+                        "libvirt's choice stays", event.name, e)
+            return False
+        LOG.info("%s: no decided masks in its metadata; placed here",
+                 event.name)
+        return self.write_decided(event.name, holder,
+                                  dataclasses.replace(m, masks=decided))
+
+    def _place_inputs(self, event: HookEvent) -> PlaceInputs:
+        view = HostView.collect(self.fs)
+        recs, _bad = self.records.all()
+        domains = {r.uuid: r.name for r in recs if r.alive()}
+        domains[event.uuid] = event.name
+        try:
+            base = hostlayout.plan(view.caps,
+                                   self.settings.reserved_host_ways,
+                                   self.settings.pmd_shared_ways).pmd
+        except hostlayout.HostPrepError:
+            base = None
+        return PlaceInputs(view, domains,
+                           frozenset(r.uuid for r in recs if r.pmd_share),
+                           base)
+
+    def set_mb_mbps(self, name: str, group: str | None,
+                    values: Iterable[tuple[int, int]]) -> None:
+        """MB in MBps, which libvirt's <memorytune> cannot carry.
+
+        Written into libvirt's group of the domain's vCPUs (the flavor
+        must give them L3 ways, so that the group exists).
+        """
+        if group is None:
+            raise IsolationError(f"no resctrl group holds the vCPUs of "
+                                 f"{name!r}: MB {dict(values)} MBps not set")
+        bw = self.fs.capabilities().bandwidth.get("MB")
+        if bw is None or bw.units != caps_mod.UNITS_MBPS:
+            # Refused, not converted: a percent of what the link can do
+            # is not a fixed MBps, and writing the number as a percent
+            # would silently give a different throttle.  Reached only by
+            # a domain moved from an MBps host (the driver refuses
+            # rdt:mb_mbps on a percent host).
+            LOG.error("%s: MB %s MBps in the nova-rdt metadata NOT set: "
+                      "this host's MB is in %s (mount resctrl with "
+                      "-o mba_MBps to honour it)", name, dict(values),
+                      bw.units if bw else "no MBA")
+            return
+        g = self.fs.group(group)
+        kept = self.fs.write_schemata(
+            g, Schemata({"MB": dict(values)}), allow_libvirt=True)
+        LOG.info("%s: MB %s MBps in %s", name,
+                 dict(kept.domains("MB")), group)

@@ -1,0 +1,210 @@
+"""A managed domain's life on this host, as libvirt's hook tells it.
+
+``prepare`` checks that the domain's class is defined here.
+``started`` and ``reconnect`` find libvirt's group of the domain's vCPUs
+and give it what libvirt cannot (:mod:`nova_rdt.host.domaingroup`),
+record the domain (:mod:`nova_rdt.host.records`), and join its class
+and the PMD COS.  ``release`` forgets the domain and shrinks what it
+shared.  All of it happens under the resctrl ``flock`` that libvirt's
+allocator also takes; the agent never calls libvirt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+import os
+
+from nova_rdt import failpoints
+from nova_rdt.allocation import naming
+from nova_rdt.host import procinfo
+from nova_rdt.host import records as records_mod
+from nova_rdt.host import recovery
+from nova_rdt.host.classes import ClassGroups
+from nova_rdt.host.context import LOG
+from nova_rdt.host.context import HostContext
+from nova_rdt.host.context import IsolationError
+from nova_rdt.host.context import threads
+from nova_rdt.host.domaingroup import DomainGroup
+from nova_rdt.host.events import HookEvent
+from nova_rdt.host.pmdcos import PmdCos
+from nova_rdt.host.reconcile import restore_group
+from nova_rdt.resctrl import errors
+
+
+class DomainLifecycle:
+    """The hook's events of managed domains on one host."""
+
+    def __init__(self, host: HostContext, domain_group: DomainGroup,
+                 classes: ClassGroups, pmd: PmdCos):
+        self.host = host
+        self.settings = host.settings
+        self.fs = host.fs
+        self.records = host.records
+        self.domain_group = domain_group
+        self.classes = classes
+        self.pmd = pmd
+
+    def handle(self, event: HookEvent) -> None:
+        m = event.managed
+        if m is None:
+            return
+        if event.operation == "prepare":
+            if m.rdt_class and m.rdt_class not in self.host.classes:
+                raise IsolationError(
+                    f"rdt:class={m.rdt_class} is not defined in [rdt] "
+                    f"classes on this host")
+        elif event.operation in ("started", "reconnect"):
+            self.started(event)
+        elif event.operation == "release":
+            self.released(event.uuid)
+
+    # -- QEMU ------------------------------------------------------------
+
+    def qemu_pid(self, name: str) -> int:
+        path = os.path.join(self.settings.libvirt_qemu_run_dir,
+                            f"{naming.check_domain_name(name)}.pid")
+        try:
+            with open(path) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError) as e:
+            raise IsolationError(f"no QEMU pid for domain {name!r} in "
+                                 f"{path}: {e}") from e
+
+    def group_holding(self, tids: Iterable[int]) -> str | None:
+        """The control group (other than root) holding any of ``tids``."""
+        wanted = set(tids)
+        for g in self.fs.groups(with_mon=False):
+            if g.is_root or g.kind != "ctrl":
+                continue
+            try:
+                if wanted & set(g.tasks()):
+                    return g.name
+            except errors.ResctrlError:
+                continue
+        return None
+
+    # -- started / reconnect ---------------------------------------------
+
+    def started(self, event: HookEvent) -> None:
+        m = event.managed
+        assert m is not None
+        pid = self.qemu_pid(event.name)
+        tids = threads(pid)
+        if not tids:
+            raise IsolationError(f"QEMU pid {pid} of {event.name!r} is gone")
+        with self.fs.locked():
+            holder = None if m.rdt_class else self._libvirt_holder(event,
+                                                                    tids)
+            lost = None
+            if holder is None and not m.rdt_class:
+                lost = self._lost_group_of(event.uuid, pid)
+            if lost is not None:
+                # libvirtd reconnecting to a domain whose group resctrl
+                # lost: keep what the record knew, and re-create it.
+                holder, schemata, members = \
+                    lost.group, lost.schemata, lost.tasks
+            else:
+                self.domain_group.apply(event, holder)
+                schemata, members = self._group_content(holder)
+            failpoints.hit("agent.between_schemata_and_record")
+            rec = records_mod.Record(
+                uuid=event.uuid, name=event.name, pid=pid,
+                pid_start=procinfo.proc_start_time(pid),
+                pmd_share=m.pmd_share, rdt_class=m.rdt_class,
+                group=holder, slo=m.slo,
+                instance_name=event.instance_name, flavor=event.flavor,
+                project_id=event.project_id,
+                project_name=event.project_name,
+                schemata=schemata, tasks=members)
+            recorded = self._put_record(rec)
+            if lost is not None:
+                d = restore_group(self.fs, rec)
+                if d is not None:
+                    LOG.error("%s", d.line())
+            failpoints.hit("agent.after_record")
+            if m.rdt_class:
+                self.classes.join(m.rdt_class, tids,
+                                  planned=dict(m.class_masks) or None)
+            if self.settings.pmd_cos and m.pmd_share:
+                self.pmd.sync(extra=() if recorded else (rec,))
+
+    def _libvirt_holder(self, event: HookEvent, tids: list[int]
+                        ) -> str | None:
+        """libvirt's group of the domain's vCPUs.  A record names only
+        that group (the one reconcile may remove); another owner's is not
+        recorded."""
+        holder = self.group_holding(tids)
+        if holder is not None and not naming.is_libvirt_group(holder):
+            LOG.warning("%s: vCPUs are in %s, not a libvirt group",
+                        event.name, holder)
+            return None
+        return holder
+
+    def _lost_group_of(self, uuid: str, pid: int
+                       ) -> records_mod.Record | None:
+        """The record of this very domain (same QEMU) naming a libvirt
+        group that no longer exists, if any."""
+        recs, _bad = self.records.all()
+        old = next((r for r in recs if r.uuid == uuid), None)
+        if old is None or old.pid != pid or old.group is None:
+            return None
+        try:
+            self.fs.group(old.group)
+        except errors.GroupNotFound:
+            return old
+        return None
+
+    def _group_content(self, name: str | None
+                       ) -> tuple[str | None, tuple[int, ...] | None]:
+        """The schemata and tasks of libvirt's group ``name``, what
+        reconcile needs to re-create it after resctrl lost it."""
+        if name is None:
+            return None, None
+        try:
+            g = self.fs.group(name)
+            text = g.schemata().format()
+            members = tuple(g.tasks())[:records_mod.MAX_TASKS]
+        except errors.ResctrlError as e:
+            LOG.warning("%s: cannot read back: %s", name, e)
+            return None, None
+        if len(text) > records_mod.MAX_SCHEMATA:
+            return None, members
+        return text, members
+
+    def _put_record(self, rec: records_mod.Record) -> bool:
+        """Write ``rec``; a full or read-only state path is said in one
+        line and the isolation goes on without the record."""
+        try:
+            self.records.put(rec)
+            return True
+        except OSError as e:
+            d = recovery.Degraded(
+                recovery.state_reason(e),
+                f"record of {rec.name} ({rec.uuid}) not written under "
+                f"{self.records.dir}: {e.strerror or e}; the domain is "
+                f"isolated, but a crash of it will not be cleaned up until "
+                f"the state path is fixed and 'nova-rdt reconcile' runs")
+            LOG.error("%s", d.line())
+            return False
+
+    # -- release ---------------------------------------------------------
+
+    def released(self, uuid: str) -> None:
+        with self.fs.locked():
+            recs, _bad = self.records.all()
+            rec = next((r for r in recs if r.uuid == uuid), None)
+            failpoints.hit("agent.release_before_record")
+            try:
+                self.records.remove(uuid)
+            except OSError as e:
+                # The PMD COS and the classes must still shrink; the
+                # stale record is dropped by the next reconcile.
+                LOG.error("%s", recovery.Degraded(
+                    recovery.state_reason(e),
+                    f"cannot remove the record of {uuid}: {e}").line())
+            if rec is None:
+                return
+            if rec.rdt_class:
+                self.classes.prune()
+            if self.settings.pmd_cos and rec.pmd_share:
+                self.pmd.sync()

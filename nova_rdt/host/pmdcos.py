@@ -1,0 +1,168 @@
+"""The PMD COS: the resctrl group of OVS-DPDK's PMD cores.
+
+It holds the PMD *cores* (``cpus_list``), not their thread ids: OVS
+replaces its PMD threads whenever ``pmd-cpu-mask`` changes, so tids would
+go stale, while PMD cores are isolated and dedicated to those threads.  A
+task in the default group runs with the CLOS of the CPU it is on, which
+is exactly the PMD group on a PMD core.
+
+Each sync reads the host under the resctrl ``flock`` libvirt's allocator
+also takes, resolves the group's masks with the pure
+:func:`nova_rdt.allocation.pmdplan.for_groups` (the driver's rule too),
+and writes them in one step, so libvirt never sees a half-updated mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+import dataclasses
+
+from nova_rdt import failpoints
+from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import naming
+from nova_rdt.allocation import pmdplan
+from nova_rdt.host import ovs
+from nova_rdt.host import records as records_mod
+from nova_rdt.host.context import LOG
+from nova_rdt.host.context import HostContext
+from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import errors
+from nova_rdt.resctrl.schemata import Schemata
+
+
+def pmd_cache_ids(caps: caps_mod.Capabilities,
+                  cores: Collection[int] | None) -> frozenset[int] | None:
+    """The cache ids whose CPUs include a PMD core; None when the cores
+    are not known (the PMD rule then holds on every id)."""
+    if not cores:
+        return None
+    # L3 ids only: an L2 id numbers a core's own cache, not a socket's.
+    return frozenset(cid for name, res in caps.cache.items()
+                     if name.startswith("L3")
+                     for cid, dom in res.domains.items()
+                     if set(dom.cpus) & set(cores))
+
+
+@dataclasses.dataclass(frozen=True)
+class PmdInputs:
+    """What the PMD COS is resolved from, as read under the lock."""
+
+    caps: caps_mod.Capabilities
+    base: Schemata | None                 # the layout's PMD ways
+    groups: dict[str, Schemata]           # control groups; the root's "/"
+    sharers: dict[str, str]               # sharing instance -> its group
+    cores: set[int] | None                # PMD cores; None: unknown
+
+
+def resolve(inputs: PmdInputs, prefix: str) -> pmdplan.PmdPlan:
+    """The PMD COS's masks.  Pure."""
+    return pmdplan.for_groups(inputs.caps, inputs.groups, prefix,
+                              inputs.sharers, inputs.base,
+                              pmd_cache_ids(inputs.caps, inputs.cores))
+
+
+def summary(gname: str, plan: pmdplan.PmdPlan, cpus: Collection[int]
+            ) -> str:
+    masks = plan.schemata.format().strip().replace("\n", " ")
+    return (f"{gname}: {masks}"
+            f"; cpus {sorted(cpus)}; sharing "
+            f"{', '.join(plan.sharing) or 'none'}"
+            + (f"; DEGRADED, not covering {', '.join(plan.dropped)}"
+               if plan.degraded else ""))
+
+
+class PmdCos:
+    """The PMD COS of one host."""
+
+    def __init__(self, host: HostContext):
+        self.host = host
+        self.fs = host.fs
+        self.last_plan: pmdplan.PmdPlan | None = None
+
+    @property
+    def group_name(self) -> str:
+        return naming.pmd_group(self.fs.prefix)
+
+    def ovs_client(self) -> ovs.OvsClient:
+        s = self.host.settings
+        return ovs.OvsClient(db=s.ovsdb_connection,
+                             vswitchd_pidfile=s.ovs_vswitchd_pidfile,
+                             appctl_target=s.ovs_vswitchd_target,
+                             timeout=max(1.0, s.hook_timeout / 3))
+
+    def sync(self, cores: set[int] | None = None,
+             extra: tuple[records_mod.Record, ...] = ()) -> str:
+        """Recompute the PMD group from scratch; returns a summary.
+
+        ``cores``: the PMD cores, asked of OVS when not given.
+        ``extra``: records not (yet) on disk, such as the one a full state
+        path refused, that must count all the same."""
+        if cores is None:
+            # Asked before the resctrl flock: OVSDB and ovs-appctl can take
+            # a while, and libvirt's allocator waits on that lock.
+            cores = self._ask_ovs()
+        with self.fs.locked():
+            plan = resolve(self._read(cores, extra), self.fs.prefix)
+            self.last_plan = plan
+            if plan.degraded:
+                # libvirt placed a VM the driver did not predict; the
+                # relation is partly lost until the layout changes.
+                LOG.warning("PMD COS degraded: cannot also cover the ways "
+                            "of sharing instance(s) %s without covering "
+                            "another group's ways or writing a mask the "
+                            "kernel refuses", ", ".join(plan.dropped))
+            text = self._apply(plan, cores)
+            LOG.info("PMD COS %s", text)
+            return text
+
+    def _ask_ovs(self) -> set[int] | None:
+        try:
+            return {t.core for t in self.ovs_client().pmd_threads()}
+        except ovs.OvsError as e:
+            LOG.warning("PMD cores unknown, keeping %s's CPUs: %s",
+                        self.group_name, e)
+            return None
+
+    def _read(self, cores: set[int] | None,
+              extra: tuple[records_mod.Record, ...]) -> PmdInputs:
+        caps = self.fs.capabilities()
+        s = self.host.settings
+        layout = hostlayout.plan(caps, s.reserved_host_ways,
+                                 s.pmd_shared_ways)
+        groups = {}
+        for g in self.fs.groups(with_mon=False):
+            if g.kind != "ctrl":
+                continue
+            try:
+                groups["/" if g.is_root else g.name] = g.schemata()
+            except errors.GroupNotFound:
+                continue          # removed meanwhile by libvirt
+        sharers = {}
+        recs, _bad = self.host.records.all()
+        for rec in [*recs, *extra]:
+            if rec.pmd_share and rec.group and rec.alive() \
+                    and rec.group in groups:
+                sharers[rec.uuid] = rec.group
+        known = cores
+        if known is None:
+            # OVS did not answer: the PMD group's cores stay, and so do
+            # the cache ids they use.
+            try:
+                known = set(self.fs.group(self.group_name).cpus())
+            except errors.GroupNotFound:
+                known = None
+        return PmdInputs(caps, layout.pmd, groups, sharers, known)
+
+    def _apply(self, plan: pmdplan.PmdPlan, cores: set[int] | None) -> str:
+        """Write the PMD group's masks, then its cores when known."""
+        gname = self.group_name
+        try:
+            g = self.fs.group(gname)
+        except errors.GroupNotFound:
+            g = self.fs.create_group(gname)
+        failpoints.hit("agent.pmd_update")
+        self.fs.write_schemata(g, plan.schemata)
+        if cores is not None:
+            failpoints.hit("agent.pmd_cpus")
+            self.fs.set_cpus(g, cores)
+        return summary(gname, plan, g.cpus())
