@@ -250,7 +250,7 @@ def tempest_run(workspace: str, env: dict, regex: str = "tempest_plugin",
                 "Unexpected Success"):
         m = re.search(rf"^\s*- {key}: (\d+)", out, re.M)
         counts[key.lower().replace(" ", "_")] = int(m.group(1)) if m else 0
-    skips = re.findall(r"^\{\d+\} (\S+) \.\.\. SKIPPED: (.*)$", out, re.M)
+    skips = re.findall(r"^\{\d+\} (.+?) \.\.\. SKIPPED: (.*)$", out, re.M)
     failures = re.findall(r"^\{\d+\} (\S+) \[[^\]]*\] \.\.\. FAILED", out,
                           re.M)
     return {"command": " ".join(["tempest", *argv[1:]]),

@@ -390,8 +390,9 @@ class AllInOne:
                               self.placement.manage_steps()),
                   pool.submit(self._chain, "neutron-db-manage",
                               self.neutron.manage_steps()),
-                  pool.submit(self._chain, "nova-manage",
-                              self.nova.manage_steps()),
+                  *(pool.submit(self._chain, f"nova-manage {i}", chain)
+                    for i, chain in enumerate(self.nova.manage_chains(),
+                                              1)),
                   pool.submit(self._timed, "libvirtd (hook from the "
                               "plugin)", self._start_libvirt)]
         self._timed("rabbitmq", self.rabbit.wait)
@@ -411,7 +412,7 @@ class AllInOne:
             fut.result()
         say("databases: " + ", ".join(
             f"{k} {v} s" for k, v in self.timings.items()
-            if k.endswith("manage")))
+            if "manage" in k))
         for svc in (self.glance, self.placement, self.neutron):
             svc.api.spawn(env=self.env())
             self.procs.append(svc.api.proc)

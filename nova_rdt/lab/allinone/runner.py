@@ -13,6 +13,7 @@ here needs eventlet.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 
@@ -93,6 +94,15 @@ def _ready(cloud, out_dir: str, say) -> dict:
                                                             "tempest"))
     serve_path = serve.serve_json(cloud, os.path.join(cdir, "serve.json"),
                                   workspace)
+    # What the devstack plugin's phases wrote, for the record (the lab
+    # directory goes with the cloud).
+    etc = os.path.join(cdir, "etc-nova")
+    os.makedirs(etc, exist_ok=True)
+    for name in ("nova.conf", "nova-cpu.conf", "api-paste.ini",
+                 os.path.join("rootwrap.d", "nova-rdt.filters")):
+        src = os.path.join(cloud.nova_etc, name)
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(etc, os.path.basename(name)))
     ps_path = os.path.join(cdir, "ps.txt")
     with open(ps_path, "w") as f:
         f.write(ps_table(cloud))
