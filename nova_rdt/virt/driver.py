@@ -44,7 +44,7 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
-        self.rdt = rdt_compute.RdtCompute(self._host)
+        self.rdt = rdt_compute.RdtCompute(self._host, virtapi)
 
     def init_host(self, host):
         super().init_host(host)

@@ -27,11 +27,11 @@ from oslo_log import log as logging
 
 from nova_rdt import conf as rdt_conf
 from nova_rdt import failpoints
+from nova_rdt import naming
 from nova_rdt.allocation import claims as claims_mod
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import metadata as meta_mod
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import rdtclass
@@ -49,6 +49,7 @@ from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
 from nova_rdt.virt import placer as placer_mod
+from nova_rdt.virt import publish as publish_mod
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -74,8 +75,11 @@ class RdtCompute:
     #: them there.
     enforce_on_create = True
 
-    def __init__(self, host):
+    def __init__(self, host, virtapi=None):
         self.host = host                    # Nova's libvirt Host
+        # Nova's ComputeVirtAPI: reaches the resource tracker, so that a
+        # claim or a release is published at once (nova_rdt.virt.publish).
+        self.virtapi = virtapi
         self.fs: Resctrl | None = None
         self.claims = claims_mod.ClaimLedger()
         # A host that started without resctrl ([rdt] require_resctrl =
@@ -466,12 +470,22 @@ class RdtCompute:
             raise refuse(reason=f"nova-rdt: resctrl: {e}") from e
         if not dry_run:
             self.claims.record(instance.uuid, instance.name, d, sharing)
+            self.publish()
         return plan
 
     def release(self, uuid: str) -> None:
         self.claims.release(uuid)
-        if self.placer is not None:
-            self.placer.release(uuid)
+        if self.placer is not None and self.placer.release(uuid):
+            self.publish()
+
+    def publish(self) -> None:
+        """The host's new state to the scheduler now, not at the next
+        periodic task.  Never from inside the resource tracker's own calls
+        (get_available_resource, update_provider_tree), which hold its
+        lock: only from a claim or a release made on Nova's build, delete
+        and move paths."""
+        if self.virtapi is not None:
+            publish_mod.publish(self.virtapi, self.stats)
 
 
     def _refuse_or_ignore(self, instance, request, reason):
