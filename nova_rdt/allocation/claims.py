@@ -19,8 +19,8 @@ import itertools
 import threading
 import time
 
+from nova_rdt import naming
 from nova_rdt.allocation import hoststate
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
 
 

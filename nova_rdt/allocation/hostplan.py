@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.allocation import placement
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl.schemata import Schemata

@@ -14,7 +14,7 @@ import dataclasses
 import json
 from typing import Any
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm

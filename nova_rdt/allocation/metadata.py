@@ -16,7 +16,7 @@ import dataclasses
 
 from lxml import etree
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import cpulist
 
 VERSION = "1"

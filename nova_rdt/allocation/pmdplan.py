@@ -28,7 +28,7 @@ from collections.abc import Collection
 from collections.abc import Mapping
 import dataclasses
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 import dataclasses
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 
 NAME_RE = naming.CLASS_NAME_RE
 

@@ -30,7 +30,7 @@ import re
 from typing import Any
 from typing import cast
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import cpulist
 
 PREFIX = "rdt:"

@@ -2,7 +2,7 @@
 
 from oslo_config import cfg
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.conf.types import FiniteFloatOpt
 from nova_rdt.resctrl import capabilities
 

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.controller import governor as gov_mod
 from nova_rdt.controller import layout
 from nova_rdt.controller import model as m

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.controller import layout
 from nova_rdt.host import procinfo
 from nova_rdt.host import records

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 import dataclasses
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 
 KINDS = ("instance", "class", "pmd", "host", "foreign")
 

@@ -15,8 +15,8 @@ import uuid as uuid_mod
 
 from lxml import etree
 
+from nova_rdt import naming
 from nova_rdt.allocation import metadata
-from nova_rdt.allocation import naming
 from nova_rdt.host.events import HookEvent
 from nova_rdt.host.events import Managed
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 
 from nova_rdt import failpoints
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import enforce
 from nova_rdt.host.context import LOG

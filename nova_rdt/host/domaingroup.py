@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import dataclasses
 
 from nova_rdt import failpoints
+from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hostplan
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import enforce

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import os
 
 from nova_rdt import failpoints
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery

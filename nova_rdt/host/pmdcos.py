@@ -18,8 +18,8 @@ from collections.abc import Collection
 import dataclasses
 
 from nova_rdt import failpoints
+from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import pmdplan
 from nova_rdt.host import ovs
 from nova_rdt.host import records as records_mod

@@ -5,8 +5,8 @@ The layout itself is planned by :mod:`nova_rdt.allocation.hostlayout`.
 
 from __future__ import annotations
 
+from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
-from nova_rdt.allocation import naming
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Resctrl
 

@@ -17,7 +17,7 @@ import os
 import uuid as uuid_mod
 
 from nova_rdt import failpoints
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.host import procinfo
 from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.resctrl.schemata import SchemataSyntaxError

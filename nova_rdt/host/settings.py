@@ -14,7 +14,7 @@ import dataclasses
 import json
 import math
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
 
 # The same bounds as the options in nova_rdt.conf.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.privsep import sys_admin_pctxt
 
 # File -> the owners whose groups may have it written.  The root's

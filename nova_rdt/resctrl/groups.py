@@ -32,7 +32,7 @@ import time
 from typing import Any
 from typing import Protocol
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.schemata import Schemata

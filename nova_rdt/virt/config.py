@@ -13,8 +13,8 @@ from __future__ import annotations
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
+from nova_rdt import naming
 from nova_rdt.allocation import metadata
-from nova_rdt.allocation import naming
 from nova_rdt.resctrl import cpulist
 
 NOVA_RDT_NS = naming.METADATA_NS

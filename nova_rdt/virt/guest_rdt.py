@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from lxml import etree
 
+from nova_rdt import naming
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import metadata as meta_mod
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import spec
 from nova_rdt.virt import config as rdt_config

@@ -28,7 +28,7 @@ import sys
 from lxml import etree
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.emulator import profiles
 from nova_rdt.lab import diskless_domain_xml
 from tests.integration import hooklab

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.lab import LabError
 from nova_rdt.lab import diskless_domain_xml
 from nova_rdt.lab.libvirtd import VirshError

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.cmd import main as cli
 from nova_rdt.emulator import mount as emu_mount
 from nova_rdt.emulator import topology

@@ -14,8 +14,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
+from nova_rdt import naming
 from nova_rdt.allocation import hoststate
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import spec
 from nova_rdt.emulator import topology

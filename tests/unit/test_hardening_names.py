@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.host import records as records_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Group

@@ -15,7 +15,7 @@ import uuid as uuid_mod
 
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.emulator import mount as emu_mount
 from nova_rdt.hook import hookinput
 from nova_rdt.host import prep

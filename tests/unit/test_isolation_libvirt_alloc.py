@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.lab.isolation import libvirt_alloc as la
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata

@@ -18,8 +18,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
+from nova_rdt import naming
 from nova_rdt.allocation import claims
-from nova_rdt.allocation import naming
 from nova_rdt.allocation import planner
 from nova_rdt.lab.isolation import libvirt_alloc
 from tests.unit.test_planner import state

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from lxml import etree
 import pytest
 
+from nova_rdt import naming
 from nova_rdt.allocation import metadata as md
-from nova_rdt.allocation import naming
 
 records = st.builds(
     md.RdtMetadata,

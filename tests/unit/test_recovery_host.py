@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import uuid as uuid_mod
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.emulator import mount as emu_mount
 from nova_rdt.hook import adopt
 from nova_rdt.hook import hookinput

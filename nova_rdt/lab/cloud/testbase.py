@@ -481,7 +481,7 @@ def libvirt_allocate(host: RdtHost, domain_id: int, name: str,
 
 def libvirt_remove(host: RdtHost, name: str) -> None:
     """virResctrlAllocRemove: the stopped domain's groups go."""
-    from nova_rdt.allocation import naming
+    from nova_rdt import naming
 
     fs = _resctrl_of(host)
     with fs.locked():
@@ -495,7 +495,7 @@ def libvirt_remove(host: RdtHost, name: str) -> None:
 
 def with_rdt_metadata(xml: str, defined: str) -> str:
     """``xml`` with the nova-rdt ``<metadata>`` record of ``defined``."""
-    from nova_rdt.allocation import naming
+    from nova_rdt import naming
 
     tag = f"{{{naming.METADATA_NS}}}instance"
     src = etree.fromstring(defined.encode()).find(f"metadata/{tag}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 
 #: Way-map letters of the groups that are not instances.
 HOST_LETTER = "H"

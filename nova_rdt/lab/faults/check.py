@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import cbm
 
 

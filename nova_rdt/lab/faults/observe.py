@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.host import records as records_mod
 from nova_rdt.lab.faults import check
 from nova_rdt.resctrl.schemata import Schemata

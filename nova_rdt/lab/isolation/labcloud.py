@@ -28,7 +28,7 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.isolation import cloud as iso_cloud
 from nova_rdt.isolation import frames as iso_frames
 from nova_rdt.lab.cloud import vhostuser

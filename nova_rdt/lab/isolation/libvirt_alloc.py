@@ -33,7 +33,7 @@ import dataclasses
 
 from lxml import etree
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import cpulist
 from nova_rdt.resctrl.schemata import Schemata
@@ -160,7 +160,7 @@ class Allocation:
 
 def machine_name(domain_id: int, name: str) -> str:
     """libvirt's machine name of a privileged QEMU domain (the rule is
-    :func:`nova_rdt.allocation.naming.libvirt_machine_name`)."""
+    :func:`nova_rdt.naming.libvirt_machine_name`)."""
     try:
         return naming.libvirt_machine_name(domain_id, name)
     except ValueError as e:

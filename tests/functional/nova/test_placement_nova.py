@@ -15,7 +15,7 @@ from nova.tests.functional.api import client
 import pytest
 
 from nova_rdt import failpoints
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import guest_rdt

@@ -10,7 +10,7 @@ import time
 
 from lxml import etree
 
-from nova_rdt.allocation import naming
+from nova_rdt import naming
 from nova_rdt.lab.libvirtd import diskless_domain_xml
 
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"

@@ -3,12 +3,15 @@
 Names are how nova-rdt, libvirt and the operator's own tools share one
 resctrl mount, and how the driver's domain XML reaches the hook.  A rule
 that lived in two modules could drift, and a drift here means touching a
-group that is not ours.  This module is a leaf: it imports nothing of
-nova-rdt, so any layer (the resctrl library included) may use it.
+group that is not ours.  This module is a leaf below every layer (the
+resctrl library and the pure allocation core included): it imports only
+the standard library.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Iterator
 import re
 
 # Groups nova-rdt creates are named <prefix><what>; the prefix is
@@ -136,7 +139,7 @@ class LibvirtMachines:
     name is matched under each id seen, not through one cut string.
     """
 
-    def __init__(self, group_names):
+    def __init__(self, group_names: Iterable[str]) -> None:
         self._machines: dict[str, str] = {}
         self._ids: set[int] = set()
         for g in group_names:
@@ -151,13 +154,13 @@ class LibvirtMachines:
     def __len__(self) -> int:
         return len(self._machines)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._machines)
 
     def __contains__(self, domain_name: object) -> bool:
         return self.group_of(domain_name) is not None
 
-    def group_of(self, domain_name) -> str | None:
+    def group_of(self, domain_name: object) -> str | None:
         """One of the groups libvirt made for ``domain_name``, or None."""
         if not isinstance(domain_name, str):
             return None
