@@ -26,6 +26,7 @@ from __future__ import annotations
 from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
+from oslo_utils import excutils
 
 from nova_rdt import failpoints
 from nova_rdt.allocation import hoststate
@@ -92,10 +93,23 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
             return super()._create_guest(
                 context, xml, instance, power_on=power_on, pause=pause,
                 post_xml_callback=post_xml_callback)
-        with self.rdt.starting(instance):
-            guest = super()._create_guest(
-                context, xml, instance, power_on=power_on, pause=True,
-                post_xml_callback=post_xml_callback)
+        guest = None
+        try:
+            with self.rdt.starting(instance):
+                guest = super()._create_guest(
+                    context, xml, instance, power_on=power_on, pause=True,
+                    post_xml_callback=post_xml_callback)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                # Paused on libvirt's choice of ways: it never runs there,
+                # and its group goes now, not when Nova gets round to it.
+                if guest is not None:
+                    try:
+                        guest.poweroff()
+                    except Exception:
+                        LOG.warning("nova-rdt: could not stop the paused "
+                                    "guest", exc_info=True,
+                                    instance=instance)
         if not pause:
             guest.resume()
         return guest

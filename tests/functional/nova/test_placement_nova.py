@@ -180,6 +180,24 @@ class TestReservations(PlacementBase):
         self.assertEqual(before, self.group_of("rdt1", first))
 
 
+class TestEnforceFailure(PlacementBase):
+    """The write of the decided masks fails (resctrl refuses, the compute
+    dies there): the guest never runs on libvirt's choice, the build is
+    rescheduled, and nothing stays reserved."""
+
+    def test_a_failed_write_leaves_no_running_vm_and_no_reservation(self):
+        self.start_rdt_compute("rdt1")
+        flavor = self.flavor(**{"rdt:l3_cache_ways": "2"})
+        with failpoints.armed({"driver.before_enforce": "raise"}):
+            server = self.boot(flavor, state="ERROR")
+        self.assertIn("Exhausted all hosts", server["fault"]["message"])
+        self.assertNotIn(server["id"], self.placer("rdt1"))
+        self.assertFalse([g for g in self.groups("rdt1")
+                          if naming.is_libvirt_group(g)])
+        # The next build gets the ways.
+        self.boot(flavor)
+
+
 class TestResctrlArrives(PlacementBase):
     """Case 12: a host started without resctrl picks RDT up within one
     periodic task of resctrl being mounted."""
