@@ -30,10 +30,10 @@ import bcrypt
 
 from nova_rdt.emulator import mount
 from nova_rdt.exporter import server
-from nova_rdt.exporter import webconfig
 from nova_rdt.exporter.live import LiveView
 from nova_rdt.exporter.sample import Sampler
 from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.web import webconfig
 
 PASSWORD = "bench"
 

@@ -197,7 +197,7 @@ def run(args, conf, fs, state_path, state_file) -> int:
     port = c.port if args.port is None else args.port
     address = args.listen or c.listen_address
     if not args.no_metrics:
-        from nova_rdt.exporter import webconfig
+        from nova_rdt.web import webconfig
         try:
             web = webconfig.Watcher(args.web_config_file
                                     or c.web_config_file)

@@ -65,7 +65,7 @@ def exporter(args) -> int:
     host = hostname.nova_host(files, args.host)
     live = LiveView(Sampler(fs, args.state_path or r.state_path,
                             caps_ttl=e.capabilities_ttl))
-    from nova_rdt.exporter import webconfig
+    from nova_rdt.web import webconfig
     try:
         web = webconfig.Watcher(args.web_config_file or e.web_config_file)
     except webconfig.WebConfigError as err:

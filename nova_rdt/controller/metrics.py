@@ -4,7 +4,7 @@ Rendering is pure (:meth:`Metrics.render`); the server only serves the
 text.  Names start ``nova_rdt_controller_`` so they sit beside the
 exporter's ``nova_rdt_`` series in one dashboard.  The port takes the
 exporter's web configuration (TLS and basic auth,
-:mod:`nova_rdt.exporter.webconfig`).
+:mod:`nova_rdt.web.webconfig`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.server
 import threading
 
-from nova_rdt.exporter import webconfig
+from nova_rdt.web import webconfig
 
 PREFIX = "nova_rdt_controller_"
 CLIENT_TIMEOUT = 10.0

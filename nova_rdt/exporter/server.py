@@ -17,7 +17,7 @@ so that no client can hold it:
   accept rather than growing without bound;
 * the WSGI handling itself is the standard library's (``wsgiref``).
 
-With a web configuration (:mod:`nova_rdt.exporter.webconfig`) the TLS
+With a web configuration (:mod:`nova_rdt.web.webconfig`) the TLS
 handshake is driven by the same accepting thread, non-blocking and under
 the same deadline, so TLS gives a slow client no new way to hold a
 thread; basic auth is checked before any route.
@@ -40,9 +40,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client import exposition
 
 from nova_rdt.exporter import page
-from nova_rdt.exporter import webconfig
 from nova_rdt.exporter.live import LiveView
 from nova_rdt.exporter.metrics import RdtCollector
+from nova_rdt.web import webconfig
 
 LOG = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ PASSWORD = "scrape-me"
 CONTROLLER = """
 import sys, time
 from nova_rdt.controller import metrics
-from nova_rdt.exporter import webconfig
+from nova_rdt.web import webconfig
 m = metrics.Metrics("lab-compute", "static", True)
 m.set_class("nova-rdt-class-lp", 30, 100, 2, 4, 1.5e8)
 httpd = metrics.serve(m, "127.0.0.1", 0, webconfig.Watcher(sys.argv[1]))

@@ -31,9 +31,10 @@ LOWER = {
     "api": {"allocation", "resctrl"},
     "scheduler": {"allocation", "resctrl", "conf"},
     "virt": {"allocation", "resctrl", "host", "privsep", "conf"},
-    "exporter": {"allocation", "resctrl", "host", "conf"},
+    "web": set(),
+    "exporter": {"allocation", "resctrl", "host", "conf", "web"},
     "rfc2544": set(),
-    "controller": {"allocation", "resctrl", "host", "conf"},
+    "controller": {"allocation", "resctrl", "host", "conf", "web"},
 }
 # Leaf modules at the top, importing only the standard library: every
 # layer may import them.

@@ -11,7 +11,7 @@ import subprocess
 import bcrypt
 import pytest
 
-from nova_rdt.exporter import webconfig
+from nova_rdt.web import webconfig
 
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
 

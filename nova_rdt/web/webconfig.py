@@ -33,8 +33,6 @@ import ssl
 import threading
 import time
 
-import yaml
-
 LOG = logging.getLogger(__name__)
 
 TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file",
@@ -61,6 +59,28 @@ CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE,
 BCRYPT_RE = re.compile(r"^\$2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}$")
 RELOAD_EVERY = 1.0
 CACHE_SIZE = 1024
+
+
+def _yaml():
+    """PyYAML, needed only where a web config file is given (the
+    ``[web]`` extra); a node that serves plain HTTP does without."""
+    try:
+        import yaml
+    except ImportError:
+        raise WebConfigError(
+            "a web config file needs PyYAML: pip install 'nova-rdt[web]'"
+        ) from None
+    return yaml
+
+
+def _bcrypt():
+    try:
+        import bcrypt
+    except ImportError:
+        raise WebConfigError(
+            "basic_auth_users needs bcrypt: pip install 'nova-rdt[web]'"
+        ) from None
+    return bcrypt
 
 
 class WebConfigError(ValueError):
@@ -91,11 +111,11 @@ def load(path: str) -> WebConfig:
 
     try:
         with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
+            doc = _yaml().safe_load(f)
     except OSError as e:
         raise WebConfigError(f"web config {path}: cannot read: "
                              f"{e.strerror or e}") from None
-    except yaml.YAMLError as e:
+    except _yaml().YAMLError as e:
         raise WebConfigError(f"web config {path}: not YAML: "
                              f"{str(e).splitlines()[0]}") from None
     if doc is None:
@@ -276,7 +296,7 @@ class BasicAuth:
         user, password = creds
         users = dict(config.users)
         known = user in users
-        import bcrypt
+        bcrypt = _bcrypt()
 
         with self._lock:
             if self._dummy is None:

@@ -1,0 +1,3 @@
+"""What nova-rdt's HTTP endpoints share (the exporter's and the runtime
+controller's metrics ports): their web configuration, TLS and basic
+auth in the exporter-toolkit format."""
