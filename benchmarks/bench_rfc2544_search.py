@@ -1,6 +1,7 @@
 """Trials to find throughput: nova-rdt's search, bisection and MLRsearch.
 
     .venv/bin/python -m benchmarks.bench_rfc2544_search [--runs 100]
+        [--seed-offset 0] [--main-only] [--model NAME ...]
 
 Three searches run against the same simulated DUTs, seed for seed, with
 the same loss tolerance and resolution, and stop at the same bracket
@@ -23,10 +24,39 @@ models (``nova_rdt.rfc2544.simdut.MODELS``):
   a power of 0.5-2 (3-100x under capacity at 10x overload);
 * ``livelock+ceiling``: that livelock behind the 1.5-8x generator ceiling;
 * ``drift``: a benign DUT whose capacity moves within +-2% of its
-  nominal value from one trial to the next.  Its truth is the band
-  from its edge at -2% (a rate it always sustains) to its edge at the
-  nominal capacity (one it sustains in half the trials); a result above
-  that was a lucky trial.
+  nominal value between trials, independently from one trial to the
+  next.
+
+A drifting DUT has no single right answer.  A search is right when its
+result is within the resolution of the capacity the DUT had *while that
+search measured it*: between its edge at the lowest capacity of the
+search's trials (a rate it sustained in all of them) and its edge at
+their median capacity (one it sustained in half of them); above that,
+the result rode a lucky trial.  Each searcher is judged on its own
+trials, from a DUT built afresh from the same seed.  One definition
+serves every speed of drift: where the capacity wanders slowly, the
+search meets a narrow part of the range and the band is narrow; where
+it moves independently between trials, the band is close to the range
+from -2% to the nominal capacity (against that fixed band the search is
+right in about 99% of runs, bisection in about 90%, MLRsearch in about
+94%).
+
+The ``drift`` row takes the issue's words ("drifts by +-2% between
+trials") at their hardest: nothing carries over from one trial to the
+next, so each trial is a fresh draw.  Real dataplanes drift more slowly
+than that (heat, a turbo budget, a neighbour's phases change over tens
+of seconds to minutes, while interrupt coalescing and housekeeping bursts
+average out within a 10 s trial), so the full run also sweeps the drift's
+relaxation time (``simdut.drifting``'s ``drift_time_s``, a random walk
+reflected at +-2%) from 0 (the ``drift`` row) to 600 s, with all three
+searchers, and says which of the issue's bars hold at each.  The two
+bars pull apart along it: where the capacity moves independently,
+MLRsearch's single passes are often lucky ones and its accuracy falls
+(about 95%), while a search that re-checks its result pays for every
+failed re-check; where it moves slowly, one pass is as good as two,
+MLRsearch is right about 99% of the time in 3.2-3.6 trials, and no
+search that re-checks its result can take fewer than four (the probe, a
+failure near the edge, a pass and its re-check).
 
 A run is *within the resolution* when its result (the sent rate of the
 highest pass; MLRsearch's relevant lower bound) is within the resolution
@@ -48,6 +78,7 @@ forwarded, as ours gets them.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 
@@ -59,6 +90,9 @@ LINE_64B = 14_880_952
 MAIN = (0.001, 0.01)
 GRID = [(tol, res) for tol in (0.0, 0.001) for res in (0.005, 0.01)]
 TRIAL_S = 10.0
+# The drift's relaxation times the full run sweeps, seconds (0: a fresh
+# draw every trial, the ``drift`` row).
+DRIFT_TIMES = (0.0, 10.0, 30.0, 60.0, 120.0, 600.0)
 
 
 def _mlrsearch():
@@ -117,13 +151,16 @@ def searchers():
             ("MLRsearch 1.2.1", mlr, why)]
 
 
-def score(model, fn, cfg, runs: int) -> tuple[float, float]:
+def score(model, fn, cfg, runs: int, offset: int = 0, maker=None
+          ) -> tuple[float, float]:
     """(mean trials, share of runs within the resolution), seeds
-    0..runs-1, each on a fresh DUT."""
+    ``offset`` .. ``offset + runs - 1``, each on a fresh DUT (from
+    ``maker``, default the model's)."""
+    make = maker or simdut.MODELS[model]
     counts, ok = [], 0
     res = cfg.resolution
-    for seed in range(runs):
-        dut = simdut.MODELS[model](seed, LINE_64B)
+    for seed in range(offset, offset + runs):
+        dut = make(seed, LINE_64B)
         rate, count = fn(dut.measure, LINE_64B, cfg)
         counts.append(count)
         lo, hi = dut.truth_band(cfg.loss_tolerance)
@@ -134,29 +171,55 @@ def score(model, fn, cfg, runs: int) -> tuple[float, float]:
 def checks(table, models) -> list[tuple[bool, str]]:
     """The issue's must-show, on the main set-up's scores."""
     out = []
-    ours, bis = table["nova-rdt search"], table["bisection"]
-    mlr = table.get("MLRsearch 1.2.1")
     for m in models:
-        (a, oka), (b, _okb) = ours[m], bis[m]
-        out.append((oka >= 0.99, f"{m}: {oka:.0%} within the resolution "
-                                 f"(at least 99%)"))
         bar = 1.0 if m in simdut.COLLAPSING else 0.6
-        out.append((a <= bar * b, f"{m}: {a:.2f} mean trials, "
-                                  f"{a / b:.2f}x bisection's {b:.2f} "
-                                  f"(at most {bar:g}x)"))
-        if mlr is not None:
-            c, okc = mlr[m]
-            if okc >= oka - 0.02:
-                out.append((a < c, f"{m}: {a:.2f} mean trials against "
-                                   f"MLRsearch's {c:.2f} (its accuracy "
-                                   f"{okc:.0%} is within 2 points of "
-                                   f"{oka:.0%}: fewer needed)"))
-            else:
-                out.append((True, f"{m}: MLRsearch's accuracy {okc:.0%} "
-                                  f"is more than 2 points under "
-                                  f"{oka:.0%} ({c:.2f} mean trials "
-                                  f"against {a:.2f})"))
+        out += _checks(m, {name: row[m] for name, row in table.items()},
+                       bar)
     return out
+
+
+def _checks(m, cells, bar) -> list[tuple[bool, str]]:
+    """``cells``: searcher name -> (mean trials, share right)."""
+    out = []
+    (a, oka), (b, _okb) = cells["nova-rdt search"], cells["bisection"]
+    mlr = cells.get("MLRsearch 1.2.1")
+    out.append((oka >= 0.99, f"{m}: {oka:.0%} within the resolution "
+                             f"(at least 99%)"))
+    out.append((a <= bar * b, f"{m}: {a:.2f} mean trials, "
+                              f"{a / b:.2f}x bisection's {b:.2f} "
+                              f"(at most {bar:g}x)"))
+    if mlr is not None:
+        c, okc = mlr
+        if okc >= oka - 0.02:
+            out.append((a < c, f"{m}: {a:.2f} mean trials against "
+                               f"MLRsearch's {c:.2f} (its accuracy "
+                               f"{okc:.0%} is within 2 points of "
+                               f"{oka:.0%}: fewer needed)"))
+        else:
+            out.append((True, f"{m}: MLRsearch's accuracy {okc:.0%} "
+                              f"is more than 2 points under "
+                              f"{oka:.0%} ({c:.2f} mean trials "
+                              f"against {a:.2f})"))
+    return out
+
+
+def sweep(live, cfg, runs: int, offset: int) -> list[str]:
+    """The drift's relaxation times, on the main set-up: one line each,
+    every searcher's (mean trials, % right), and the bars' verdicts."""
+    lines = []
+    for t in DRIFT_TIMES:
+        maker = functools.partial(simdut.drifting, drift_time_s=t)
+        cells = {name: score("drift", fn, cfg, runs, offset, maker)
+                 for name, fn in live}
+        row = f"{t:7g} s"
+        for name, _fn in live:
+            mean, ok = cells[name]
+            row += f" {mean:9.2f} {100 * ok:5.1f}"
+        verdicts = _checks(f"{t:g} s", cells, 0.6)
+        row += "  " + " ".join("ok" if ok else "MISS"
+                               for ok, _text in verdicts)
+        lines.append(row)
+    return lines
 
 
 def main(argv=None) -> int:
@@ -165,9 +228,15 @@ def main(argv=None) -> int:
                     help="seeds per model and set-up (default 100)")
     ap.add_argument("--model", action="append", choices=list(simdut.MODELS),
                     help="only this DUT model (repeatable)")
+    ap.add_argument("--seed-offset", type=int, default=0, metavar="N",
+                    help="first seed (default 0): another range of seeds "
+                         "checks that a result is not an artefact of these")
     ap.add_argument("--main-only", action="store_true",
-                    help="only the issue's set-up, not the whole grid")
+                    help="only the issue's set-up, not the whole grid "
+                         "and the drift sweep")
     args = ap.parse_args(argv)
+    if args.runs < 1 or args.seed_offset < 0:
+        ap.error("--runs must be at least 1 and --seed-offset at least 0")
     models = args.model or list(simdut.MODELS)
     found = searchers()
     for name, fn, why in found:
@@ -181,10 +250,12 @@ def main(argv=None) -> int:
 
     tol, res = MAIN
     cfg = cfg_for(tol, res)
-    table = {name: {m: score(m, fn, cfg, args.runs) for m in models}
+    table = {name: {m: score(m, fn, cfg, args.runs, args.seed_offset)
+                    for m in models}
              for name, fn in live}
+    seeds = f"seeds ({args.seed_offset}-{args.seed_offset + args.runs - 1})"
     print(f"\nTolerance {tol:.1%}, resolution {res:.0%}, {TRIAL_S:g} s "
-          f"trials, {args.runs} seeds per model: share of runs within "
+          f"trials, {args.runs} {seeds} per model: share of runs within "
           f"the resolution / mean trials.\n")
     print("| searcher | " + " | ".join(models) + " |")
     print("|---|" + "---|" * len(models))
@@ -194,7 +265,7 @@ def main(argv=None) -> int:
         print(f"| {name} | " + " | ".join(cells) + " |")
 
     if not args.main_only:
-        print(f"\nEvery set-up ({args.runs} seeds): mean trials and % "
+        print(f"\nEvery set-up ({args.runs} {seeds}): mean trials and % "
               f"within the resolution; ratio = ours / bisection.\n")
         head = f"{'model':>16} {'tol':>6} {'res':>5}"
         for name, _fn in live:
@@ -204,11 +275,23 @@ def main(argv=None) -> int:
             for t, r in GRID:
                 c = cfg_for(t, r)
                 row = f"{m:>16} {t:6.1%} {r:5.1%}"
-                got = [(name, score(m, fn, c, args.runs)) for name, fn
-                       in live]
+                got = [(name, score(m, fn, c, args.runs, args.seed_offset))
+                       for name, fn in live]
                 for _name, (mean, ok) in got:
                     row += f" {mean:9.2f} {100 * ok:5.0f}"
                 print(row + f" {got[0][1][0] / got[1][1][0]:6.2f}")
+
+        print(f"\nThe drift's relaxation time (0: a fresh draw every "
+              f"trial, the drift row), the issue's set-up, {args.runs} "
+              f"{seeds}: mean trials and % within the resolution, then "
+              f"the bars as in the checks below (within 99%, at most "
+              f"0.6x bisection, MLRsearch).\n")
+        head = f"{'time':>9}"
+        for name, _fn in live:
+            head += f" {name.split()[0][:9]:>9} {'ok%':>5}"
+        print(head + "  bars")
+        for line in sweep(live, cfg, args.runs, args.seed_offset):
+            print(line)
 
     print("\nChecks on the issue's set-up:")
     failed = 0

@@ -39,16 +39,28 @@ bets on one behaviour:
    model: the next trials step up from it, in doubling steps after the
    first few, never past the middle of what is left.  Trials meant to
    pass that keep failing step down in doubling steps.
-4. **Noise.**  Once a trial has gone against the estimate (a pass where
-   it said fail, or the reverse, or a failed re-check), the capacity
-   is taken to move between trials, and the search closes from the
-   nearest failure down instead of trusting the last forwarded rate.
-   A failed trial whose loss is barely over tolerance
-   (*marginal*), or one that contradicts a pass at or above its rate
-   (a noisy software path), is measured once more and the better of the
-   two counts; the final rate is re-verified with full-length trials
-   before it is reported, and a bound that a re-check overturns reopens
-   the search.
+4. **A capacity that moves.**  The capacity is taken to move between
+   trials (a neighbour's load, heat, a noisy host) once a trial has
+   gone against the estimate (a pass where it said fail, or the
+   reverse, or a failed re-check), once a pass lies above the whole
+   bracket, or once two failures disagree: the one sent less forwarded
+   less, which no drop curve does.  The forwarded rate of the last
+   failure then says little about the next trial, so the search walks a
+   staircase from the last trial instead: up from a pass, down from a
+   failure, each step as long as still closes the bracket with that
+   trial (half that while the failures disagree by less than a
+   resolution: a failure may then be just under the edge).
+5. **Verify.**  The result is the highest rate that two full-length
+   trials sustained: itself, and a re-check at or above it
+   (``verify_repeats`` re-checks in all).  Where the capacity moves, the
+   re-check goes just above the pass: a pass there backs it as well as
+   one at it would, and a failure there is a failure closer to the
+   edge, not a pass thrown away; one more pass a step under it closes
+   the search, backed by the pass above.  Elsewhere the re-check is at
+   the rate itself, and a re-check that fails overturns it.  A failed
+   trial whose loss is barely over tolerance (*marginal*), or one that
+   contradicts a pass at or above its rate (a noisy software path), is
+   measured once more and the better of the two counts.
 
 :func:`bisection` is plain RFC 2544 binary search (bounded, like
 :func:`search`, by what the first trial really sent), the baseline of
@@ -79,15 +91,26 @@ FLOOR = 1 / 64
 # the one-failure estimate; a trial meant to close the bracket goes
 # CLOSE x resolution inside its far bound (under 1, so that a bound set
 # by a noisy trial still leaves the result within the resolution).
-# After a trial has gone against the estimate, the closing pass goes
-# NOISY_CLOSE x resolution under the failure instead.  A trial is aimed
-# at closing with a pass when the estimate lies within NEAR resolutions
-# under the failure (NOISE once the estimate has been wrong).
-# Tuned on benchmarks.bench_rfc2544_search.
+# A trial is aimed at closing with a pass when the estimate lies within
+# NEAR resolutions under the failure (NOISE once the estimate has been
+# wrong).  Tuned on benchmarks.bench_rfc2544_search.
 PASS_MARGIN = 0.3
 FAIL_AIM = 0.5
 CLOSE = 0.8
+# Where the capacity moves between trials, the search walks a staircase
+# instead: STEP x resolution from the last trial (up from a pass, down
+# from a failure), as far as still closes the bracket with it, once the
+# capacity is seen to move by MOVED resolutions or more; NOISY_CLOSE x
+# resolution while it is only seen to move less (a failure may then be
+# just under the edge, and a longer step would land more than a
+# resolution under it).  Steps up double after RISES passes in a row,
+# and steps down after STREAK failures (trials that keep going against
+# the estimate: loss that is not from capacity).
+STEP = 0.9
 NOISY_CLOSE = 0.5
+MOVED = 1.0
+RISES = 2
+STREAK = 5
 NEAR = 1.0
 NOISE = 4.0
 # Failures this close (relative, in resolutions) are one point for the
@@ -133,7 +156,8 @@ class SearchConfig:
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-    rate_pps: float                    # sent rate of the highest pass
+    rate_pps: float                    # sent rate of the result: the
+    #                                    highest pass re-checks back
     achieved_pps: float                # the same: what was really sent
     forwarded_pps: float               # what the DUT forwarded there
     lower_pps: float
@@ -150,7 +174,7 @@ class SearchResult:
 
     @property
     def throughput_pps(self) -> float:
-        """RFC 2544 throughput: forwarded at the highest passing rate."""
+        """RFC 2544 throughput: what the DUT forwarded at the result."""
         return self.forwarded_pps
 
 
@@ -201,6 +225,7 @@ class _Bracket:
         self.streak = 0                # failures since the last pass
         self.rises = 0                 # passes since the last failure
         self.surprises = 0             # trials against the estimate
+        self.failed: list[Trial] = []  # every failure, overturned or not
 
     def add(self, ok: bool, t: Trial) -> None:
         a = t.achieved_pps
@@ -212,6 +237,20 @@ class _Bracket:
         else:
             self.passes = [p for p in self.passes if p.achieved_pps < a]
             self.fails.append(t)
+            self.failed.append(t)
+
+    def spread(self) -> float:
+        """How far the capacity moved between failures, relative: the
+        most a failure forwarded under one that was sent more.  A DUT
+        whose forwarding only falls with the load shows none."""
+        fs = sorted(self.failed, key=lambda t: t.achieved_pps)
+        return max((1 - lo.forwarded_pps / hi.forwarded_pps
+                    for i, lo in enumerate(fs) for hi in fs[i + 1:]
+                    if hi.forwarded_pps > 0), default=0.0)
+
+    def moving(self, res: float) -> bool:
+        """Whether two failures say the capacity moved between them."""
+        return self.spread() >= MOVED * res
 
     @property
     def lo(self) -> Trial | None:
@@ -221,10 +260,25 @@ class _Bracket:
     def hi(self) -> Trial | None:
         return min(self.fails, key=lambda t: t.achieved_pps, default=None)
 
-    def closed(self, res: float) -> bool:
-        lo, hi = self.lo, self.hi
+    def backed(self, n: int) -> Trial | None:
+        """The highest pass with ``n`` passes at or above it (itself
+        included): a rate the DUT sustained, or more, ``n`` times."""
+        ps = sorted(self.passes, key=lambda t: t.achieved_pps, reverse=True)
+        for p in ps:
+            a = p.achieved_pps
+            if sum(q.achieved_pps >= a or (
+                    q.offered_pps >= a and not q.generator_limited)
+                   for q in ps) >= n:
+                return p
+        return None
+
+    def closes(self, lo: Trial | None, res: float) -> bool:
+        hi = self.hi
         return (lo is not None and hi is not None and
                 hi.achieved_pps - lo.achieved_pps <= res * hi.achieved_pps)
+
+    def closed(self, res: float) -> bool:
+        return self.closes(self.lo, res)
 
     def bracket(self, res: float) -> tuple[float, float | None]:
         """:func:`edge_bracket` of the failures."""
@@ -345,13 +399,14 @@ def _next_rate(b: _Bracket, res: float) -> tuple[float, bool | None]:
     bottom = lo.achieved_pps if lo is not None else 0.0
     rate, expect = _aim(b, res, bottom, top)
     if lo is None:
-        if b.streak > 3:
+        first = STREAK if _noisy(b, res) else 3
+        if b.streak > first:
             # Trials meant to pass keep failing: the forwarded rate
             # overstates the edge (loss that is not from capacity, as on
             # a noisy software path).  Step down in growing steps
             # instead of creeping.
             rate = min(rate, top * (1 - min(0.5, res * 2 ** (
-                b.streak - 3))))
+                b.streak - first))))
         if rate < top * FLOOR:
             return top * FLOOR, None
         return rate, expect
@@ -366,15 +421,18 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
     # The lowest pass, and the highest failure, that would close it.
     pass_close = top * (1 - CLOSE * res)
     fail_close = bottom * (1 + CLOSE * res)
-    if b.surprises and low >= top * (1 - NOISE * res) and (
-            high is None or high > bottom):
-        # A trial went against the estimate: the capacity moves between
-        # trials (a neighbour's load, a noisy host), so the forwarded
-        # rate of the last failure says little about the next trial.
-        # Close from the failure down instead, where a pass is likelier
-        # at every step, though not as low as CLOSE goes: the failure
-        # may itself be a trial the capacity dipped in.
-        return top * (1 - NOISY_CLOSE * res), True
+    if _noisy(b, res):
+        # The capacity moves between trials (a neighbour's load, a noisy
+        # host), so the forwarded rate of the last failure says little
+        # about the next trial.  Step from the last trial instead: up
+        # from a pass to where a failure closes the bracket, down from
+        # a failure to where a pass does.
+        near = low >= top * (1 - NOISE * res)
+        if bottom and (b.rises or not near):
+            return bottom / (1 - _step(b, res) * res * 2 ** max(
+                b.rises - RISES, 0)), None
+        if near:
+            return _step_down(b, res), True
     if high is None:
         # One failure: the flat estimate is all it says.
         if not bottom:
@@ -413,6 +471,47 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
     return rate, True if low >= high * (1 - res / 8) else None
 
 
+def _noisy(b: _Bracket, res: float) -> bool:
+    """Whether the capacity is seen to move between trials: a trial
+    went against the estimate, two failures disagree (the one sent less
+    forwarded less), or a pass lies above the whole bracket the drop
+    curve gives (no drop curve puts the edge there)."""
+    if b.surprises or b.moving(res):
+        return True
+    if b.lo is None:
+        return False
+    high = b.bracket(res)[1]
+    return high is not None and high <= b.lo.achieved_pps
+
+
+def _recheck(b: _Bracket, res: float) -> float:
+    """Where to re-check the highest pass, which closes the bracket."""
+    lo, hi = b.lo.achieved_pps, b.hi.achieved_pps
+    if not b.moving(res):
+        return lo
+    if hi > lo * (1 + res / 4):
+        # Just above it: a pass there backs it as well as one at it
+        # would, and a failure is one nearer the edge instead of a pass
+        # thrown away.
+        return lo * (1 + res / 8)
+    # A failure just above it already: one step down from that
+    # failure, where a pass is likelier, closes it (backed by the
+    # highest pass).
+    return _step_down(b, res)
+
+
+def _step(b: _Bracket, res: float) -> float:
+    """The staircase's step, in resolutions: as large as closes the
+    bracket when the capacity moves by a resolution or more, half that
+    when it moves less (a failure may be just under the edge)."""
+    return STEP if b.moving(res) else NOISY_CLOSE
+
+
+def _step_down(b: _Bracket, res: float) -> float:
+    """Under the lowest failure, where a pass closes the bracket."""
+    return b.hi.achieved_pps * (1 - _step(b, res) * res)
+
+
 def search(measure: Measure, max_rate_pps: float,
            cfg: SearchConfig = SearchConfig()) -> SearchResult:
     run = _Run(measure, cfg)
@@ -432,33 +531,26 @@ def search(measure: Measure, max_rate_pps: float,
             b.add(False, t)
         else:
             b.add(False, probe)
-        verified = False
+        need = cfg.verify_repeats + 1
         while True:
-            if b.closed(res):
-                if verified:
-                    break
-                # Re-check the result at full length before reporting it.
-                lo = b.lo
-                checks = [run.classify(lo.achieved_pps)
-                          for _ in range(cfg.verify_repeats)]
-                for ok, t in checks:
-                    if not ok and lo in b.passes:
-                        b.passes.remove(lo)     # the re-check overturns it
-                    b.add(ok, t)
-                verified = all(ok for ok, _ in checks)
-                b.surprises += not verified
-                continue
-            if b.hi is None:
+            if b.closes(b.backed(need), res):
+                break
+            lo, hi = b.lo, b.hi
+            if hi is None:
                 # Every failure was overturned by a later pass: go up.
-                lo = b.lo
                 if lo.offered_pps >= max_rate_pps:
                     return _result(run, lo, None, True, True,
                                    "no loss at the generator's maximum "
                                    "rate")
                 rate = min(lo.achieved_pps * (1 + 4 * res), max_rate_pps)
-                expect = None
+                expect, verifying = None, False
+            elif b.closed(res):
+                # The highest pass closes the bracket, but too few
+                # full-length passes back it: re-check it.
+                rate, expect, verifying = _recheck(b, res), True, True
             else:
                 rate, expect = _next_rate(b, res)
+                verifying = False
             if rate < cfg.min_rate_pps:
                 note = "no passing rate above min_rate_pps"
                 break
@@ -468,14 +560,19 @@ def search(measure: Measure, max_rate_pps: float,
             lo = b.lo
             if not ok and lo is not None and \
                     t.achieved_pps <= lo.achieved_pps:
-                # A failure at or under a rate that passed contradicts
-                # it: measure once more before either is thrown away.
-                ok, t = run.classify(rate)
+                if verifying:
+                    b.passes.remove(lo)     # the re-check overturns it
+                else:
+                    # A failure at or under a rate that passed
+                    # contradicts it: measure once more before either
+                    # is thrown away.
+                    ok, t = run.classify(rate)
             b.add(ok, t)
-            verified = False
     except _Budget:
         note = f"stopped after max_trials={cfg.max_trials}"
-    return _result(run, b.lo, b.hi, b.closed(res) and not note, False, note)
+    done = b.closes(b.backed(need), res) and not note
+    return _result(run, b.backed(need) if done else b.lo, b.hi, done, False,
+                   note)
 
 
 def _result(run, lo, hi, converged, at_max, note) -> SearchResult:

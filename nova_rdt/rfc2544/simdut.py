@@ -22,9 +22,17 @@ The ways real set-ups break the naive picture can be switched on:
 * ``gen_ceiling_pps``: the generator cannot send what it is asked for
   above this rate, though ``max_rate_pps`` claims ``line_rate``; and
   ``rate_error`` (relative, normal) is its rate control's error.
-* ``drift``: before every trial the capacity moves anywhere within
-  this share of its nominal value (uniform, independent between
-  trials: a neighbour's load, a clock that steps), on top of ``jitter``.
+* ``drift``: the capacity moves between trials within this share of its
+  nominal value, on top of ``jitter`` (which is measurement noise, not
+  a change of capacity).  With ``drift_time_s`` 0, before every trial it
+  moves anywhere in that range, independently of the trial before (a
+  neighbour whose load changes as often as the trials do).  With
+  ``drift_time_s`` > 0 it wanders there continuously, as heat, a turbo
+  budget or a neighbour's phases make it: a random walk reflected at
+  the range's ends (uniform over the range in the long run) whose
+  relaxation time is ``drift_time_s`` (two trials that far apart share
+  about e**-1 of their offset); it moves on by each trial's duration, so
+  a 1 s probe barely moves it and a 10 s trial does.
 
 ``truth(tolerance)`` is the offered rate at which the expected loss
 equals the tolerance, for whichever model is on; ``truth_band`` is the
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 from nova_rdt.rfc2544 import latency as latency_mod
 from nova_rdt.rfc2544.model import LatencyResult
@@ -52,7 +61,7 @@ class SimulatedDut(TrafficGenerator):
                  collapse_at_pps: float | None = None,
                  gen_ceiling_pps: float | None = None,
                  rate_error: float = 0.0, collapse_exponent: float = 0.0,
-                 drift: float = 0.0):
+                 drift: float = 0.0, drift_time_s: float = 0.0):
         for name, value in (("capacity_pps", capacity_pps),
                             ("line_rate_pps", line_rate_pps)):
             if not (isinstance(value, (int, float)) and math.isfinite(value)
@@ -64,6 +73,8 @@ class SimulatedDut(TrafficGenerator):
             raise ValueError("collapse_exponent must be a number >= 0")
         if not (math.isfinite(drift) and 0 <= drift < 1):
             raise ValueError("drift must be a number in [0, 1)")
+        if not (math.isfinite(drift_time_s) and drift_time_s >= 0):
+            raise ValueError("drift_time_s must be a number >= 0")
         self.capacity = float(capacity_pps)
         self.line_rate = float(line_rate_pps)
         self.jitter = jitter
@@ -75,6 +86,11 @@ class SimulatedDut(TrafficGenerator):
         self.rate_error = rate_error
         self.exponent = float(collapse_exponent)
         self.drift = float(drift)
+        self.drift_time = float(drift_time_s)
+        # Where the walk starts: anywhere in the range.
+        self.offset = (self.rng.uniform(-self.drift, self.drift)
+                       if self.drift and self.drift_time else 0.0)
+        self.faced: list[float] = []   # the capacity of every trial
         # Receive-livelock slope: forwarded = cap - k * (sent - cap).
         at = collapse_at_pps or self.ceiling
         self.k = ((1 - 1 / collapse) / (at / self.capacity - 1)
@@ -106,14 +122,23 @@ class SimulatedDut(TrafficGenerator):
         return min(lo, self.ceiling)
 
     def truth_band(self, tolerance: float) -> tuple[float, float]:
-        """The rates a right answer may lie between: ``truth`` itself,
-        or with ``drift``, from ``truth`` at the lowest capacity (the
-        rate it always sustains) to ``truth`` at the nominal capacity
-        (the rate it sustains in half the trials).  A rate above that
-        was a lucky trial: the DUT loses frames there more often than
-        not."""
-        return (self.truth(tolerance, self.capacity * (1 - self.drift)),
-                self.truth(tolerance))
+        """The rates a right answer may lie between: ``truth`` itself
+        without drift.  With drift, the capacity a search should find is
+        the one the DUT had while that search measured it: from
+        ``truth`` at the lowest capacity of its trials (a rate the DUT
+        sustained in every one) to ``truth`` at their median capacity
+        (one it sustained in half of them).  A rate above that was a
+        lucky trial: the DUT lost frames there in most of the search's
+        trials.  Before any trial, the band of the whole range: from
+        its lowest capacity to the nominal one."""
+        if not self.drift:
+            t = self.truth(tolerance)
+            return t, t
+        if not self.faced:
+            return (self.truth(tolerance, self.capacity * (1 - self.drift)),
+                    self.truth(tolerance))
+        return (self.truth(tolerance, min(self.faced)),
+                self.truth(tolerance, statistics.median(self.faced)))
 
     def max_rate_pps(self, frame_size: int) -> float:
         return self.line_rate
@@ -126,7 +151,19 @@ class SimulatedDut(TrafficGenerator):
         tx = int(max(sent, 0.0) * duration)
         cap = self.capacity * (1 + self.rng.gauss(0, self.jitter))
         if self.drift:
-            cap *= 1 + self.rng.uniform(-self.drift, self.drift)
+            if self.drift_time:
+                off = self.offset
+                # The walk's deviation per root second whose slowest
+                # mode over the range (width w = 2 * drift) decays in
+                # drift_time: tau = 2 w**2 / (pi**2 sigma**2).
+                sigma = 2 * self.drift * math.sqrt(2) / (
+                    math.pi * math.sqrt(self.drift_time))
+                self.offset = _fold(off + self.rng.gauss(
+                    0, sigma * math.sqrt(duration)), self.drift)
+            else:
+                off = self.rng.uniform(-self.drift, self.drift)
+            self.faced.append(self.capacity * (1 + off))
+            cap *= 1 + off
         lost = max(0, tx - int(self.forwarded(tx / duration, cap) * duration))
         if self.rng.random() < self.spurious:
             lost += self.rng.randint(1, self.burst)
@@ -144,6 +181,13 @@ class SimulatedDut(TrafficGenerator):
         samples = [self.rng.expovariate(1 / mean) + self.base_latency_us / 2
                    for _ in range(2000)]
         return latency_mod.summarize(samples, bins_us, rate_pps, duration)
+
+
+def _fold(x: float, bound: float) -> float:
+    """``x`` reflected into [-bound, bound] (as often as it takes: the
+    exact step of a reflected random walk, however long)."""
+    y = (x + bound) % (4 * bound)
+    return (y if y <= 2 * bound else 4 * bound - y) - bound
 
 
 # The benchmark's and the tests' DUT models: name -> a maker of
@@ -205,11 +249,15 @@ def livelock_ceiling(seed: int, line: float) -> SimulatedDut:
                         collapse_exponent=r.uniform(0.5, 2))
 
 
-def drifting(seed: int, line: float) -> SimulatedDut:
+def drifting(seed: int, line: float, drift_time_s: float = 0.0
+             ) -> SimulatedDut:
     """Forwards its capacity at any overload, but that capacity moves
-    within +-2% of its nominal value from one trial to the next."""
+    within +-2% of its nominal value between trials: independently from
+    one trial to the next, or (``drift_time_s`` > 0) wandering with that
+    relaxation time."""
     cap = _draw(seed).uniform(0.05, 0.97) * line
-    return SimulatedDut(cap, line, seed=seed, drift=0.02)
+    return SimulatedDut(cap, line, seed=seed, drift=0.02,
+                        drift_time_s=drift_time_s)
 
 
 MODELS = {"benign": benign, "collapse": collapse, "gen-ceiling": ceiling,

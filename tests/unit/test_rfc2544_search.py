@@ -41,19 +41,16 @@ def test_every_dut_model_within_resolution_in_95_percent_of_200_runs(
             r = search.search(dut.measure, dut.line_rate, cfg)
             lo, hi = dut.truth_band(tol)
             hits += lo * (1 - res) <= r.rate_pps <= hi * (1 + res)
-        # A capacity moving +-2% between trials passes a rate above its
-        # nominal edge twice in a row in ~7% of tries: at 0.5%
-        # resolution that is a miss (bisection: ~77% there).
-        need = 180 if model == "drift" and res < 0.01 else 190
-        assert hits >= need, (model, tol, res, hits)
+        assert hits >= 190, (model, tol, res, hits)
 
 
 # Mean trials against bisection's: at most its own on the collapsing
-# models, 0.6x on steady ones.  A capacity that moves +-2% between
-# trials costs failed re-checks of the result at 0.5-1% resolution;
-# there the search stays under 0.8x (benchmarks.bench_rfc2544_search).
+# models, 0.6x on steady ones.  A capacity drawn afresh within +-2%
+# every trial (4 resolutions wide at 0.5-1%) costs failed re-checks and
+# staircase steps; there the search stays under 0.75x (about 0.7x:
+# benchmarks.bench_rfc2544_search says why 0.6x is out of reach).
 TRIAL_BAR = dict.fromkeys(simdut.COLLAPSING, 1.0) | {
-    "benign": 0.6, "gen-ceiling": 0.6, "drift": 0.8}
+    "benign": 0.6, "gen-ceiling": 0.6, "drift": 0.75}
 
 
 @pytest.mark.parametrize("model", sorted(simdut.MODELS))
@@ -276,8 +273,9 @@ def test_invariants_on_model_duts(cap, over, p, ceiling, drift, tol, res,
                                   budget, seed):
     """On any model DUT: the budget holds (so the search ends), every
     bound is a rate a trial really sent, the lower one a pass and the
-    upper one a failure, and a converged bracket is within the
-    resolution."""
+    upper one a failure, a converged bracket is within the resolution,
+    and its result is backed by two full-length passes: itself and a
+    re-check at or above it (asked for at least the rate it sent)."""
     line = cap * over
     dut = SimulatedDut(cap, line, seed=seed, collapse_exponent=p,
                        gen_ceiling_pps=ceiling and cap * ceiling,
@@ -294,9 +292,12 @@ def test_invariants_on_model_duts(cap, over, p, ceiling, drift, tol, res,
         assert r.upper_pps in failed
     if r.converged and r.upper_pps is not None:
         assert r.upper_pps - r.lower_pps <= res * r.upper_pps
-        # The result passed at least twice: once, and its re-check.
-        assert sum(t.achieved_pps == r.rate_pps and t.passed(tol)
-                   for t in r.trials) >= 2
+        backing = [t for t in r.trials if t.passed(tol) and t.duration ==
+                   cfg.trial_duration and t.achieved_pps < r.upper_pps and (
+                       t.achieved_pps >= r.rate_pps or (
+                           t.offered_pps >= r.rate_pps
+                           and not t.generator_limited))]
+        assert len(backing) >= 2, r.trials
 
 
 @pytest.mark.parametrize("p", [0.5, 1.0, 2.0])
@@ -336,3 +337,119 @@ def test_benchmark_says_why_mlrsearch_is_missing(monkeypatch):
     (_n1, f1, _w1), (_n2, f2, _w2), (name, fn, why) = bench.searchers()
     assert f1 and f2 and fn is None
     assert name.startswith("MLRsearch") and "pip install" in why
+
+
+# -- A capacity that moves between trials ------------------------------
+
+def _scripted(capacities, tol=0.001):
+    """A flat DUT whose capacity for each trial comes from a list."""
+    caps = iter(capacities)
+
+    def measure(rate, duration):
+        tx = int(rate * duration)
+        return Trial(rate, duration, tx, int(min(rate, next(caps)) *
+                                             duration))
+    return measure
+
+
+def test_a_recheck_just_above_backs_the_pass_under_it():
+    """Two failures that disagree (the one sent less forwarded 2% less)
+    say the capacity moves: the search steps down from the failure, and
+    re-checks the pass just above it, where a pass backs it as well as
+    one at it."""
+    cfg = search.SearchConfig(loss_tolerance=0.001, resolution=0.01)
+    r = search.search(_scripted([1.0e6, 0.98e6, 1.01e6, 1.0e6]), 2e6, cfg)
+    first, recheck = r.trials[2], r.trials[3]
+    assert r.converged and r.trial_count == 4
+    assert r.rate_pps == first.achieved_pps
+    assert first.achieved_pps < recheck.achieved_pps < r.upper_pps
+    # One step down from the failure closes the bracket.
+    assert first.achieved_pps == pytest.approx(r.trials[1].achieved_pps * (
+        1 - search.STEP * cfg.resolution))
+
+
+def test_a_failed_recheck_above_keeps_the_pass_under_it():
+    """The re-check above fails: the pass under it still stands, and
+    one more pass a step under that failure closes the search, backed
+    by it (strict re-checks at the same rate would need two)."""
+    cfg = search.SearchConfig(loss_tolerance=0.001, resolution=0.01)
+    r = search.search(_scripted([1.0e6, 0.98e6, 1.01e6, 0.99e6, 1.0e6]),
+                      2e6, cfg)
+    first, failed, last = r.trials[2], r.trials[3], r.trials[4]
+    assert r.converged and r.trial_count == 5
+    assert not failed.passed(0.001) and failed.achieved_pps > \
+        first.achieved_pps
+    assert r.rate_pps == last.achieved_pps < first.achieved_pps
+    assert r.upper_pps == failed.achieved_pps
+    assert r.upper_pps - r.rate_pps <= 0.01 * r.upper_pps
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.floats(0.0, 3.0), k=st.floats(0.0, 20.0),
+       over=st.lists(st.floats(1.001, 20.0), min_size=2, max_size=6))
+def test_a_collapse_alone_never_looks_like_a_moving_capacity(p, k, over):
+    """Failures on any drop curve that only falls with the load (a
+    power of the overload, or linear) show no spread: the staircase is
+    for capacities that move, and never replaces the drop curve's
+    bracket on a collapsing DUT without noise."""
+    cap = 1e6
+    for drop in (lambda a: _power(cap, p, a), lambda a: _linear(cap, k, a)):
+        b = search._Bracket(0.001)
+        for x in over:
+            a = cap * x
+            b.add(False, Trial(a, 10.0, int(a * 10), int(drop(a) * 10)))
+        assert b.spread() <= 1e-6
+        assert not b.moving(0.005)
+
+
+@pytest.mark.parametrize("time_s", [60.0, 600.0])
+def test_a_drift_that_persists_stays_in_range_and_carries_over(time_s):
+    """The walk stays within +-2%, covers it, and carries over from one
+    10 s trial to the next the more the slower it is; with no
+    relaxation time every trial is a fresh draw."""
+    def offsets(t):
+        dut = SimulatedDut(1e6, 1e7, drift=0.02, drift_time_s=t, seed=5,
+                           jitter=0.0, spurious=0.0)
+        for _ in range(3000):
+            dut.measure(1e7, 10.0)
+        return [c / 1e6 - 1 for c in dut.faced]
+
+    def lag1(x):
+        m = sum(x) / len(x)
+        v = sum((a - m) ** 2 for a in x)
+        return sum((a - m) * (b - m) for a, b in zip(x, x[1:])) / v
+
+    slow, fresh = offsets(time_s), offsets(0.0)
+    for x in (slow, fresh):
+        assert -0.02 <= min(x) < -0.015 and 0.015 < max(x) <= 0.02
+    # Trials 10 s apart share about exp(-10 / time) of their offset.
+    import math
+    assert lag1(slow) == pytest.approx(math.exp(-10 / time_s), abs=0.08)
+    assert abs(lag1(fresh)) < 0.06
+
+
+def test_the_truth_band_is_the_capacity_the_search_met():
+    dut = SimulatedDut(1e6, 1e7, drift=0.02, seed=2, jitter=0.0,
+                       spurious=0.0)
+    assert dut.truth_band(0.0) == (pytest.approx(0.98e6),
+                                   pytest.approx(1e6))
+    for _ in range(5):
+        dut.measure(2e6, 10.0)
+    lo, hi = dut.truth_band(0.0)
+    assert lo == pytest.approx(min(dut.faced))
+    assert hi == pytest.approx(sorted(dut.faced)[2])
+    assert 0.98e6 <= lo <= hi <= 1.02e6
+
+
+def test_benchmark_takes_another_seed_range(capsys):
+    from benchmarks import bench_rfc2544_search as bench
+    fn = bench._ours(search.search)
+    cfg = search.SearchConfig(loss_tolerance=0.001, resolution=0.01)
+    mean, ok = bench.score("benign", fn, cfg, 3, offset=1000)
+    counts = [search.search(d.measure, bench.LINE_64B, cfg).trial_count
+              for d in (simdut.benign(s, bench.LINE_64B)
+                        for s in (1000, 1001, 1002))]
+    assert mean == pytest.approx(sum(counts) / 3) and ok == 1.0
+    bench.main(["--runs", "2", "--seed-offset", "7", "--main-only",
+                "--model", "benign"])
+    assert "2 seeds (7-8) per model" in capsys.readouterr().out
