@@ -106,7 +106,16 @@ class Checks:
         self.check("server create --nic none --wait", bool(active),
                    _first(e.printed, "status") or e.printed[-500:])
         if not active:
-            self._fault()
+            fault = self._fault()
+            if self.cloud.machine.virt_type == "qemu" and \
+                    "only supported for KVM" in str(fault):
+                # TCG: what libvirt does with Nova's <cachetune> there.
+                self.results[-1] = Check(
+                    self.results[-1].name, None,
+                    f"TCG: libvirt refuses Nova's <cachetune> for non-KVM "
+                    f"domains ({fault.get('message')})")
+                self.say(self.results[-1].line())
+                sh(f"openstack server delete --wait {SERVER}", timeout=300)
             return
         srv = sh.json(f"openstack server show {SERVER}")
         name = srv.get("OS-EXT-SRV-ATTR:instance_name")
@@ -155,6 +164,33 @@ class Checks:
         self.check("the domain's resctrl group is gone", not left,
                    f"left: {sorted(left)}" if left else
                    f"{', '.join(sorted(groups))} removed")
+
+    def no_valid_host(self) -> None:
+        """More ways than a cache has: the scheduler refuses.  Nova's fault
+        says "No valid host"; RDTFilter's reason is in nova-scheduler's
+        log (Nova has no way to put a filter's reason in the fault)."""
+        sh = self.sh
+        ways = _cbm_len(self.cloud.lab.resctrl_root)
+        e = sh(f"openstack flavor create rdt.huge --vcpus 1 --ram 128 "
+               f"--disk 1 --property rdt:l3_cache_ways={ways}")
+        if e.status != 0:
+            self.check("a flavor asking every way", False, _one(e.printed))
+            return
+        e = sh(f"openstack server create --flavor rdt.huge --image "
+               f"{_image()} --nic none --wait {SERVER}-huge", timeout=300)
+        srv = sh.json(f"openstack server show {SERVER}-huge")
+        fault = (srv.get("fault") or {}).get("message", "")
+        reasons = _filter_reasons(
+            self.cloud.services["nova-scheduler"]["log"])
+        self.facts["no_valid_host"] = {"fault": fault,
+                                       "rdtfilter_reason": reasons[-1:]}
+        self.check(f"rdt:l3_cache_ways={ways} (every way) is No valid "
+                   f"host", e.status != 0 and srv.get("status") == "ERROR"
+                   and "No valid host" in fault,
+                   f"fault: {fault!r}; RDTFilter in nova-scheduler's log: "
+                   f"{reasons[-1] if reasons else 'nothing'}")
+        sh(f"openstack server delete --wait {SERVER}-huge", timeout=300)
+        sh("openstack flavor delete rdt.huge")
 
     def traits(self) -> None:
         sh = self.sh
@@ -217,19 +253,51 @@ class Checks:
                    + f" (libvirt domain type "
                    f"{self.cloud.machine.virt_type})")
 
-    def _fault(self) -> None:
+    def _fault(self) -> dict:
         try:
             srv = self.sh.json(f"openstack server show {SERVER}")
-            self.say(f"  fault: {srv.get('fault')}")
-            self.facts["fault"] = srv.get("fault")
         except RuntimeError as e:
             self.say(f"  server show: {e}")
+            return {}
+        fault = srv.get("fault") or {}
+        self.say(f"  fault: {fault.get('message', fault)}")
+        self.facts["fault"] = fault
+        return fault
 
     def _write(self, name: str, text: str) -> None:
         d = os.path.join(self.out_dir, "cloud")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, name), "w") as f:
             f.write(text)
+
+
+def _image() -> str:
+    from nova_rdt.lab.allinone import cloud as cloud_mod
+    return cloud_mod.IMAGE
+
+
+def _cbm_len(root: str) -> int:
+    """Ways of the L3 cache (``info/L3/cbm_mask``'s bits)."""
+    for res in ("L3", "L3DATA"):
+        try:
+            with open(os.path.join(root, "info", res, "cbm_mask")) as f:
+                return bin(int(f.read().strip(), 16)).count("1")
+        except OSError:
+            continue
+    raise RuntimeError(f"no L3 in {root}/info")
+
+
+def _filter_reasons(log_path: str) -> list[str]:
+    """RDTFilter's reasons for refusing a host (its debug lines)."""
+    out = []
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            # oslo.log ends a debug line with " <function> <file>:<line>".
+            m = re.search(r"RDTFilter: (.* fails: .*?)(?: \w+ \S+\.py:\d+)?$",
+                          line.rstrip())
+            if m:
+                out.append(m.group(1)[:400])
+    return out
 
 
 def tempest_run(workspace: str, env: dict, regex: str = "tempest_plugin",

@@ -156,10 +156,18 @@ class Machine:
     forced: list[str] = dataclasses.field(default_factory=list)
 
 
+#: tcg: run the cloud's guests under TCG although /dev/kvm answers (they
+#: then boot where this machine's KVM cannot boot them, and rdt: servers
+#: fail: libvirt refuses their <cachetune>).
+ENV_ACCEL = "NOVA_RDT_CLOUD_ACCEL"
+
+
 def machine() -> Machine:
     """KVM where /dev/kvm answers (libvirt takes <cachetune> for KVM
     domains only), else TCG."""
     why = libvirtd_mod.kvm_unavailable_reason()
+    if not why and os.environ.get(ENV_ACCEL) == "tcg":
+        why = f"${ENV_ACCEL}=tcg"
     if why:
         return Machine("qemu", f"{why}: TCG; libvirt refuses <cachetune> "
                                f"for non-KVM domains, so rdt: servers "

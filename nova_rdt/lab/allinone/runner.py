@@ -165,6 +165,7 @@ def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
     try:
         chk.flavors()
         chk.server()
+        chk.no_valid_host()
         chk.traits()
     finally:
         tpath = os.path.join(serve.cloud_dir(out_dir), "exchange.txt")

@@ -1,5 +1,6 @@
-"""The stages of ``nova-rdt lab`` in order, and a clean-up that always
-runs (on failure, Ctrl-C and SIGTERM too).
+"""The stages of ``nova-rdt lab`` in order; the clean-up that always
+runs (on failure, Ctrl-C and SIGTERM too) is :class:`~nova_rdt.lab.run.
+LabRun`'s.
 
 Importing this module imports Nova's test framework (through
 :mod:`.stages.nova`): eventlet must be patched first.
@@ -8,10 +9,8 @@ Importing this module imports Nova's test framework (through
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
-from nova_rdt.lab import interrupt
 from nova_rdt.lab import scenarios as scen_mod
 from nova_rdt.lab.demo import console
 from nova_rdt.lab.demo import report
@@ -22,7 +21,7 @@ from nova_rdt.lab.demo.stages import nova as nova_stage
 from nova_rdt.lab.demo.stages import rfc2544 as rfc2544_stage
 from nova_rdt.lab.demo.stages import show as show_stage
 from nova_rdt.lab.host import Lab
-from nova_rdt.lab.procs import LabError
+from nova_rdt.lab.run import LabRun
 
 
 def run(scenario_name: str = "onp", profile: str | None = None,
@@ -34,34 +33,30 @@ def run(scenario_name: str = "onp", profile: str | None = None,
 
     ``logs``: where the log records go (default: ``<out_dir>/lab.log``).
     """
-    say = say or console.Console()
     scenario = scen_mod.SCENARIOS[scenario_name]
     if profile:
         scenario = dataclasses.replace(scenario, profile=profile)
-    os.makedirs(out_dir, exist_ok=True)
-    own_logs = logs is None
-    if own_logs:
-        logs = console.LogFile(os.path.join(out_dir, console.LOG_FILE))
-    summary = {"scenario": scenario.name, "out_dir": os.path.abspath(out_dir),
-               "log_file": os.path.abspath(logs.path), "ok": False}
-    lab = Lab(profile=scenario.profile, resctrl=resctrl, kernel=kernel,
-              hook={"pmd_cos": scenario.pmd_cos,
-                    "reserved_host_ways": scenario.reserved_host_ways,
-                    "pmd_shared_ways": scenario.pmd_shared_ways,
-                    "classes": list(scenario.classes)},
-              failure_log_dir=os.path.join(out_dir, "failure-logs"),
-              libvirt_cache_dir=libvirt_cache_dir, log=say)
-    exporter = exporter_stage.Exporter(lab,
-                                       exporter_stage.log_path(out_dir))
-    old = interrupt.install()
-    try:
+    with LabRun(scenario.name, out_dir, say, logs) as run:
+        say, summary = run.say, run.summary
+        run.say_summary = _say_summary
+        lab = run.lab = Lab(
+            profile=scenario.profile, resctrl=resctrl, kernel=kernel,
+            hook={"pmd_cos": scenario.pmd_cos,
+                  "reserved_host_ways": scenario.reserved_host_ways,
+                  "pmd_shared_ways": scenario.pmd_shared_ways,
+                  "classes": list(scenario.classes)},
+            failure_log_dir=os.path.join(out_dir, "failure-logs"),
+            libvirt_cache_dir=libvirt_cache_dir, log=say)
+        exporter = exporter_stage.Exporter(lab,
+                                           exporter_stage.log_path(out_dir))
+        run.cleanup("stopping the exporter", exporter.stop)
         say(f"nova-rdt lab: {scenario.title}")
         host_stage.start(lab, scenario, say)
         try:
             nova = nova_stage.run(lab, scenario, say, out_dir, short)
         finally:
             # Nova's fixtures swap the root logger's handlers.
-            logs.claim()
+            run.logs.claim()
         summary.update(bad_spec=nova.bad_spec,
                        no_valid_host=nova.no_valid_host,
                        filter_reasons=nova.filter_reasons)
@@ -85,24 +80,10 @@ def run(scenario_name: str = "onp", profile: str | None = None,
             log_file=summary["log_file"])
         say(f"HTML report: {summary['report']}")
         summary["ok"] = all(ok for _t, ok in shown.relations)
-        return summary
-    except LabError as e:
-        lab.say_failed(out_dir, e)
-        raise
-    finally:
-        say.stage(7, "Clean up")
-        exporter.stop()
-        summary["left_behind"] = lab.stop_and_say()
-        interrupt.restore(old)
-        with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, default=str)
-        _say_summary(say, summary)
-        if own_logs:
-            logs.close()
+    return run.summary
 
 
 def _say_summary(say, summary: dict) -> None:
-    say("\n== Summary " + "=" * 57)
     relations = summary.get("relations") or []
     held = sum(1 for _t, ok in relations if ok)
     verdict = "OK" if summary.get("ok") else "FAILED"

@@ -14,7 +14,6 @@ import os
 import time
 
 from nova_rdt import failpoints
-from nova_rdt.lab import interrupt
 from nova_rdt.lab.cloud import lab_cloud
 from nova_rdt.lab.demo import console
 from nova_rdt.lab.faults import cloud as cloud_mod
@@ -25,6 +24,7 @@ from nova_rdt.lab.faults import table
 from nova_rdt.lab.host import Lab
 from nova_rdt.lab.nova_paste import nova_api_paste_ini
 from nova_rdt.lab.procs import LabError
+from nova_rdt.lab.run import LabRun
 
 PROFILE = "gold-6252"
 RESERVED_HOST_WAYS = 3
@@ -54,34 +54,37 @@ def run(scenario_name: str = "faults", profile: str | None = None,
         logs: console.LogFile | None = None) -> dict:
     """Every run; returns the summary (``<out>/summary.json``, and the
     runs in ``<out>/faults/summary.json``)."""
-    say = say or console.Console()
     if resctrl != "emulated":
         raise LabError("the faults scenario loses and kills resctrl: it "
                        "runs on the emulated one only (--resctrl emulated)")
-    os.makedirs(out_dir, exist_ok=True)
     fdir = os.path.join(out_dir, "faults")
     os.makedirs(fdir, exist_ok=True)
-    own_logs = logs is None
-    if own_logs:
-        logs = console.LogFile(os.path.join(out_dir, console.LOG_FILE))
     runs = plan.runs(failpoints.REGISTRY, short=short)
-    summary = {"scenario": scenario_name, "short": short,
-               "out_dir": os.path.abspath(out_dir),
-               "log_file": os.path.abspath(logs.path), "ok": False,
-               "runs": [], "totals": {},
-               "not_reached": plan.not_reached(failpoints.REGISTRY)}
-    lab = Lab(profile=profile or PROFILE, resctrl="emulated", kernel=kernel,
-              hook={"pmd_cos": True, "reserved_host_ways": RESERVED_HOST_WAYS,
-                    "pmd_shared_ways": 0, "classes": list(cloud_mod.CLASSES)},
-              failure_log_dir=os.path.join(out_dir, "failure-logs"),
-              libvirt_cache_dir=libvirt_cache_dir, log=say)
-    state_fs = hostfaults.StateFs(lab.state_path)
-    old = interrupt.install()
-    t_start = time.monotonic()
-    try:
+    with LabRun(scenario_name, out_dir, say, logs) as run:
+        say, summary = run.say, run.summary
+        run.say_summary = _say_summary
+        summary.update({"short": short, "runs": [], "totals": {},
+                        "not_reached": plan.not_reached(
+                            failpoints.REGISTRY)})
+        run.finishers.append(lambda s: _write_runs(fdir, s))
+        lab = run.lab = Lab(
+            profile=profile or PROFILE, resctrl="emulated", kernel=kernel,
+            hook={"pmd_cos": True, "reserved_host_ways": RESERVED_HOST_WAYS,
+                  "pmd_shared_ways": 0, "classes": list(cloud_mod.CLASSES)},
+            failure_log_dir=os.path.join(out_dir, "failure-logs"),
+            libvirt_cache_dir=libvirt_cache_dir, log=say)
+        state_fs = hostfaults.StateFs(lab.state_path)
+        kept = os.path.join(fdir, "lab-logs")
+        run.stop_note = f" (lab logs in {kept})"
+        # Run last registered first: the logs, the state tmpfs, then a
+        # dead emulator's mount, before the lab stops.
+        run.cleanup("unmounting a dead emulator",
+                    lambda: hostfaults.unmount_dead_emulator(lab))
+        run.cleanup("unmounting the state tmpfs", state_fs.unmount)
+        run.cleanup("keeping the lab's logs", lambda: lab.keep_logs(kept))
         say(f"nova-rdt lab: faults ({len(runs)} runs"
             f"{', short' if short else ''})")
-        say.stage(1, "Host")
+        run.stage("Host")
         # Before the namespace: its copy of the mount shares the tmpfs.
         state_fs.mount()
         lab.start()
@@ -92,38 +95,26 @@ def run(scenario_name: str = "faults", profile: str | None = None,
             summary["runs"] = cloud_mod.run_in_cloud(
                 _cloud_config(lab, out_dir, lab.profile),
                 lambda cloud: _in_cloud(cloud, lab, state_fs, runs, out_dir,
-                                        say))
+                                        run))
         finally:
-            logs.claim()
+            run.logs.claim()
         summary["totals"] = plan.totals(summary["runs"])
         t = summary["totals"]
         summary["ok"] = bool(summary["runs"]) and t["not_converged"] == 0 \
             and not t["foreign_touched"] and not t["pmd_mask_invalid"]
-        return summary
-    except LabError as e:
-        lab.say_failed(out_dir, e)
-        raise
-    finally:
-        say.stage(4, "Clean up")
-        kept = lab.keep_logs(os.path.join(fdir, "lab-logs"))
-        state_fs.unmount()
-        hostfaults.unmount_dead_emulator(lab)
-        summary["left_behind"] = lab.stop_and_say(f" (lab logs in {kept})")
-        summary["seconds"] = round(time.monotonic() - t_start, 1)
-        interrupt.restore(old)
-        with open(os.path.join(fdir, "summary.json"), "w") as f:
-            json.dump({"runs": summary["runs"], "totals": summary["totals"],
-                       "not_reached": summary["not_reached"]},
-                      f, indent=2, default=str)
-        with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, default=str)
-        _say_summary(say, summary)
-        if own_logs:
-            logs.close()
+    return run.summary
 
 
-def _in_cloud(cloud, lab, state_fs, runs, out_dir, say) -> list[dict]:
-    say.stage(2, "Nova and the known state")
+def _write_runs(fdir: str, summary: dict) -> None:
+    with open(os.path.join(fdir, "summary.json"), "w") as f:
+        json.dump({"runs": summary["runs"], "totals": summary["totals"],
+                   "not_reached": summary["not_reached"]},
+                  f, indent=2, default=str)
+
+
+def _in_cloud(cloud, lab, state_fs, runs, out_dir, run) -> list[dict]:
+    say = run.say
+    run.stage("Nova and the known state")
     cloud.start_lab_computes()
     servers = cloud_mod.Servers(cloud, lab,
                                 lab.hook_settings(host_view=True).state_path,
@@ -133,7 +124,7 @@ def _in_cloud(cloud, lab, state_fs, runs, out_dir, say) -> list[dict]:
     said = harness.baseline()
     say(f"one PMD-sharing VM and one class member: {said}; foreign "
         f"groups: {', '.join(sorted(harness.foreign_before))}")
-    say.stage(3, "Faults")
+    run.stage("Faults")
     results = []
     for i, r in enumerate(runs, 1):
         t0 = time.monotonic()
@@ -152,7 +143,6 @@ def _in_cloud(cloud, lab, state_fs, runs, out_dir, say) -> list[dict]:
 
 
 def _say_summary(say, summary: dict) -> None:
-    say("\n== Summary " + "=" * 57)
     t = summary.get("totals") or {}
     verdict = "OK" if summary.get("ok") else "FAILED"
     say(f"{verdict}: {t.get('converged', 0)}/{t.get('runs', 0)} runs "

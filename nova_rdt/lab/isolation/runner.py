@@ -5,7 +5,8 @@ with vhost-user ports on its OVS-DPDK, and the isolation procedure
 Writes ``<out>/isolation/summary.json``, the tables as CSV, the
 per-trial OVS counters and (with matplotlib) the figures, and
 ``<out>/summary.json`` for ``nova-rdt lab``.  Everything the run started
-is stopped on success, failure, Ctrl-C and SIGTERM.
+is stopped on success, failure, Ctrl-C and SIGTERM (by its
+:class:`~nova_rdt.lab.run.LabRun`).
 
 Importing this module imports Nova's test framework: eventlet must be
 patched first (:func:`nova_rdt.lab.demo.cli.main` does it).
@@ -14,14 +15,11 @@ patched first (:func:`nova_rdt.lab.demo.cli.main` does it).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import time
 
 from nova_rdt.emulator import profiles
 from nova_rdt.isolation import procedure
 from nova_rdt.isolation import tables as iso_tables
-from nova_rdt.lab import interrupt
 from nova_rdt.lab import scenarios as scen_mod
 from nova_rdt.lab.cloud import lab_cloud
 from nova_rdt.lab.demo import console
@@ -32,6 +30,7 @@ from nova_rdt.lab.isolation import domain as domain_mod
 from nova_rdt.lab.isolation import labcloud
 from nova_rdt.lab.isolation import report
 from nova_rdt.lab.nova_paste import nova_api_paste_ini
+from nova_rdt.lab.run import LabRun
 
 #: The seed layout whose host and hook settings the experiment uses
 #: (ONP: the forwarding VM shares the PMDs' COS).
@@ -158,33 +157,27 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         libvirt_cache_dir: str | None = None, kernel: str | None = None,
         logs: console.LogFile | None = None) -> dict:
     """The experiment; returns the summary (also in ``summary.json``)."""
-    say = say or console.Console()
     scenario = scen_mod.SCENARIOS[BASE_SCENARIO]
     if profile:
         scenario = dataclasses.replace(scenario, profile=profile)
     iso_dir = os.path.join(out_dir, "isolation")
     os.makedirs(iso_dir, exist_ok=True)
-    own_logs = logs is None
-    if own_logs:
-        logs = console.LogFile(os.path.join(out_dir, console.LOG_FILE))
-    summary = {"scenario": scenario_name,
-               "out_dir": os.path.abspath(out_dir),
-               "log_file": os.path.abspath(logs.path), "ok": False}
-    lab = Lab(profile=scenario.profile, resctrl=resctrl, kernel=kernel,
-              hook={"pmd_cos": scenario.pmd_cos,
-                    "reserved_host_ways": scenario.reserved_host_ways,
-                    "pmd_shared_ways": scenario.pmd_shared_ways,
-                    "classes": list(scenario.classes)},
-              failure_log_dir=os.path.join(out_dir, "failure-logs"),
-              libvirt_cache_dir=libvirt_cache_dir, log=say)
-    old = interrupt.install()
-    t0 = time.monotonic()
-    result = None
-    ovs_trials: list = []
-    try:
+    with LabRun(scenario_name, out_dir, say, logs) as run:
+        say, summary = run.say, run.summary
+        run.say_summary = _say_summary
+        run.summary_paths.insert(0, os.path.join(iso_dir, "summary.json"))
+        lab = run.lab = Lab(
+            profile=scenario.profile, resctrl=resctrl, kernel=kernel,
+            hook={"pmd_cos": scenario.pmd_cos,
+                  "reserved_host_ways": scenario.reserved_host_ways,
+                  "pmd_shared_ways": scenario.pmd_shared_ways,
+                  "classes": list(scenario.classes)},
+            failure_log_dir=os.path.join(out_dir, "failure-logs"),
+            libvirt_cache_dir=libvirt_cache_dir, log=say)
+        ovs_trials: list = []
         say(f"nova-rdt lab: isolation, a forwarding VM beside a noisy "
             f"neighbour{' (short)' if short else ''}")
-        say.stage(1, "Host")
+        run.stage("Host")
         img = guest_image.load()
         lab.start(traffic_ports=2)
         kind = ("EMULATED " + scenario.profile if lab.emulated
@@ -199,8 +192,8 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         settings = settings_for(short)
 
         def in_nova(nova: lab_cloud.LabCloud) -> dict:
-            say.stage(2, "Nova: API, scheduler (RDTFilter), conductor, "
-                         "compute; Neutron ports bound as vhost-user")
+            run.stage("Nova: API, scheduler (RDTFilter), conductor, "
+                      "compute; Neutron ports bound as vhost-user")
             nova.start_lab_computes()
             images = guest_images(nova, img, settings, accel)
             say(f"compute {lab_cloud.RDT_COMPUTE}: LibvirtRDTDriver, "
@@ -208,8 +201,8 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
                 f"memory; os-vif plugs into the lab's ovsdb")
             cloud = labcloud.LabIsolationCloud(
                 nova, lab, img, accel, images, iso_dir, say, hostmap)
-            say.stage(3, "The four conditions (RFC 2544 through the "
-                         "forwarding VM)")
+            run.stage("The four conditions (RFC 2544 through the "
+                      "forwarding VM)")
             try:
                 return procedure.run(cloud, settings, short,
                                      progress=lambda m: say("  " + m))
@@ -221,8 +214,8 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             result = lab_cloud.run_in_cloud(
                 cloud_config(lab, scenario, accel, out_dir), in_nova)
         finally:
-            logs.claim()
-        say.stage(4, "Tables")
+            run.logs.claim()
+        run.stage("Tables")
         summary.update(result)
         summary["ovs_trials"] = ovs_trials
         summary["csv"] = iso_tables.write_csv(result["tables"], iso_dir)
@@ -239,26 +232,10 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
                 "hook recorded the groups and derived the PMD COS again.")
         for note in summary.get("notes", []):
             say("NOTE: " + note)
-        return summary
-    except Exception as e:
-        lab.say_failed(out_dir, e)
-        raise
-    finally:
-        say.stage(5, "Clean up")
-        summary["left_behind"] = lab.stop_and_say()
-        summary["seconds"] = round(time.monotonic() - t0, 1)
-        if result is None or summary["left_behind"]:
-            summary["ok"] = False
-        interrupt.restore(old)
-        if result is not None:
-            summary["report"] = _report(out_dir, summary, say)
-        for path in (os.path.join(iso_dir, "summary.json"),
-                     os.path.join(out_dir, "summary.json")):
-            with open(path, "w") as f:
-                json.dump(summary, f, indent=2, default=str)
-        _say_summary(say, summary)
-        if own_logs:
-            logs.close()
+        # The report reads the final summary (after the clean-up).
+        run.finishers.append(lambda s: s.__setitem__(
+            "report", _report(out_dir, s, say)))
+    return run.summary
 
 
 def _figures(summary: dict, out_dir: str, say) -> list[str]:
@@ -287,7 +264,6 @@ def _report(out_dir: str, summary: dict, say) -> str | None:
 
 
 def _say_summary(say, summary: dict) -> None:
-    say("\n== Summary " + "=" * 57)
     verdicts = summary.get("verdicts") or []
     failed = [v for v in verdicts if v.get("binding") and v["ok"] is False]
     say(f"{'OK' if summary.get('ok') else 'FAILED'}: accel "
