@@ -7,8 +7,8 @@ Three searches run against the same simulated DUTs, seed for seed, with
 the same loss tolerance and resolution, and stop at the same bracket
 width: nova-rdt's :func:`~nova_rdt.rfc2544.search.search`, plain RFC 2544
 bisection (:func:`~nova_rdt.rfc2544.search.bisection`), and FD.io CSIT's
-MLRsearch from PyPI (``pip install 'nova-rdt[bench]'``; its column says
-why it is missing when it is).  Every DUT has a capacity jitter of 0.1%
+MLRsearch from PyPI (``pip install 'nova-rdt[bench]'``; its rows say
+why they are missing when it is).  Every DUT has a capacity jitter of 0.1%
 per trial and a 5% chance per trial of a transient loss burst.  The DUT
 models (``nova_rdt.rfc2544.simdut.MODELS``):
 
@@ -33,46 +33,61 @@ search measured it*: between its edge at the lowest capacity of the
 search's trials (a rate it sustained in all of them) and its edge at
 their median capacity (one it sustained in half of them); above that,
 the result rode a lucky trial.  Each searcher is judged on its own
-trials, from a DUT built afresh from the same seed.  One definition
-serves every speed of drift: where the capacity wanders slowly, the
-search meets a narrow part of the range and the band is narrow; where
-it moves independently between trials, the band is close to the range
-from -2% to the nominal capacity (against that fixed band the search is
-right in about 99% of runs, bisection in about 90%, MLRsearch in about
-94%).
+trials, from a DUT built afresh from the same seed, whose drift moves on
+by each trial's duration for all of them alike.  One definition serves
+every speed of drift: where the capacity wanders slowly, a search meets
+a narrow part of the range and its band is narrow; where it moves
+independently between trials, the band comes close to the range from
+-2% to the nominal capacity.
 
 The ``drift`` row takes the issue's words ("drifts by +-2% between
 trials") at their hardest: nothing carries over from one trial to the
-next, so each trial is a fresh draw.  Real dataplanes drift more slowly
-than that (heat, a turbo budget, a neighbour's phases change over tens
-of seconds to minutes, while interrupt coalescing and housekeeping bursts
-average out within a 10 s trial), so the full run also sweeps the drift's
-relaxation time (``simdut.drifting``'s ``drift_time_s``, a random walk
-reflected at +-2%) from 0 (the ``drift`` row) to 600 s, with all three
-searchers, and says which of the issue's bars hold at each.  The two
-bars pull apart along it: where the capacity moves independently,
-MLRsearch's single passes are often lucky ones and its accuracy falls
-(about 95%), while a search that re-checks its result pays for every
-failed re-check; where it moves slowly, one pass is as good as two,
-MLRsearch is right about 99% of the time in 3.2-3.6 trials, and no
-search that re-checks its result can take fewer than four (the probe, a
-failure near the edge, a pass and its re-check).
+next, so each trial is a fresh draw.  Real dataplanes mostly drift more
+slowly than that (heat, a turbo budget, a neighbour's phases change over
+tens of seconds to minutes, while interrupt coalescing and housekeeping
+bursts average out within a 10 s trial), so the full run also sweeps the
+drift's relaxation time (``simdut.drifting``'s ``drift_time_s``: a
+random walk reflected at +-2%) from 0 (the ``drift`` row) to 600 s,
+with every searcher, and says which of the issue's bars hold at each.
+Two of them pull apart along it.  Where the capacity moves independently
+(0-10 s), single passes are often lucky ones, MLRsearch's accuracy falls
+to 95-96%, and a search that re-checks its result pays for the
+re-checks that fail: this one needs about 0.62-0.69x bisection's
+trials, not 0.6x.  Where it moves slowly (30 s and more), one pass is as
+good as two: this one needs 0.49-0.58x, but MLRsearch without re-checks
+is right 98-99% of the time in 3.2-3.8 trials, fewer than any search
+that re-checks its result can take (see below).  Against MLRsearch held
+to the same re-check, this search needs fewer trials at every speed.
 
-A run is *within the resolution* when its result (the sent rate of the
-highest pass; MLRsearch's relevant lower bound) is within the resolution
-of the true rate.  The first table is the issue's set-up (tolerance
+A run is *within the resolution* when its result (the sent rate that
+two full-length passes back, for this search; the highest pass, for
+bisection; the relevant lower bound, for MLRsearch) is within the
+resolution of the true rate.  The first table is the issue's set-up (tolerance
 0.1%, resolution 1%, 10 s trials): per searcher and model, the share of
 runs within the resolution, then the mean number of trials.  Then every
 tolerance and resolution of the grid, and the checks of that set-up
 (the exit status is 1 when one fails).
 
 MLRsearch runs with one goal as close to ours as its API allows: the
-same loss ratio and relative width, exceed ratio 0 and a duration sum of
-one trial (a single trial decides, as in RFC 2544), full-length trials
+same loss ratio and relative width, exceed ratio 0, full-length trials
 from the first (no shorter preceding targets, which would only add
 trials), no warm-up, and the generator's claimed maximum as its
 ``max_load``.  Its measurer hands it the frames really sent and
-forwarded, as ours gets them.
+forwarded, as ours gets them.  It runs twice: with a duration sum of one
+trial (``MLRsearch 1.2.1``: a single trial decides, as in RFC 2544, and
+nothing is re-checked), and with a duration sum of two trials
+(``MLRsearch 1.2.1, re-checked``: its lower bound must pass two
+full-length trials, the guarantee this search gives; MLRsearch then
+needs one preceding target, run at the same 10 s trials).  The issue's
+bar (fewer trials than MLRsearch wherever its accuracy is within 2
+points) is checked against both.  Against the first it cannot hold
+where MLRsearch is accurate: a search that re-checks its result needs
+at least four trials (the probe, a failure near the edge, a pass and its
+re-check), and MLRsearch takes 3.1 on ``benign``.  It holds there only
+while MLRsearch's accuracy stays more than 2 points under this search's
+(over seeds 0-999 it is 96%; on 4 of the 10 ranges 0-99, 1000-1099, ...,
+9000-9099 it is 98% or more, and on those the ``benign`` row misses that
+bar).
 """
 
 from __future__ import annotations
@@ -116,17 +131,20 @@ def _mlrsearch():
                 intended_load=intended_load,
                 offered_count=t.tx, forwarding_count=t.rx)
 
-    def mlr(measure, max_rate, cfg):
+    def mlr(measure, max_rate, cfg, trials=1):
+        # More than one trial's duration needs a preceding target: a
+        # coarser pass with the same 10 s trials.
         goal = MLRsearch.SearchGoal(
             loss_ratio=cfg.loss_tolerance, exceed_ratio=0.0,
             relative_width=cfg.resolution,
             initial_trial_duration=cfg.trial_duration,
             final_trial_duration=cfg.trial_duration,
-            duration_sum=cfg.trial_duration, preceding_targets=0,
+            duration_sum=trials * cfg.trial_duration,
+            preceding_targets=0 if trials == 1 else 1,
             expansion_coefficient=2, fail_fast=False)
         config = MLRsearch.Config(
             goals=[goal], min_load=max_rate / 1e4, max_load=max_rate,
-            search_duration_max=600.0, warmup_duration=None)
+            search_duration_max=1200.0, warmup_duration=None)
         m = Measurer(measure)
         out = MLRsearch.MultipleLossRatioSearch(config=config).search(
             measurer=m, debug=lambda _msg: None)
@@ -143,12 +161,20 @@ def _ours(fn):
     return run
 
 
+# Searcher names, and the short ones the wide tables use.
+OURS, BISECTION = "nova-rdt search", "bisection"
+MLR, MLR2 = "MLRsearch 1.2.1", "MLRsearch 1.2.1, re-checked"
+SHORT = {OURS: "nova-rdt", BISECTION: "bisection", MLR: "MLRsearch",
+         MLR2: "MLR x2"}
+
+
 def searchers():
     """[(name, function or None, why it is missing)]."""
     mlr, why = _mlrsearch()
-    return [("nova-rdt search", _ours(search.search), None),
-            ("bisection", _ours(search.bisection), None),
-            ("MLRsearch 1.2.1", mlr, why)]
+    twice = mlr and functools.partial(mlr, trials=2)
+    return [(OURS, _ours(search.search), None),
+            (BISECTION, _ours(search.bisection), None),
+            (MLR, mlr, why), (MLR2, twice, why)]
 
 
 def score(model, fn, cfg, runs: int, offset: int = 0, maker=None
@@ -181,22 +207,23 @@ def checks(table, models) -> list[tuple[bool, str]]:
 def _checks(m, cells, bar) -> list[tuple[bool, str]]:
     """``cells``: searcher name -> (mean trials, share right)."""
     out = []
-    (a, oka), (b, _okb) = cells["nova-rdt search"], cells["bisection"]
-    mlr = cells.get("MLRsearch 1.2.1")
+    (a, oka), (b, _okb) = cells[OURS], cells[BISECTION]
     out.append((oka >= 0.99, f"{m}: {oka:.0%} within the resolution "
                              f"(at least 99%)"))
     out.append((a <= bar * b, f"{m}: {a:.2f} mean trials, "
                               f"{a / b:.2f}x bisection's {b:.2f} "
                               f"(at most {bar:g}x)"))
-    if mlr is not None:
-        c, okc = mlr
+    for peer in (MLR, MLR2):
+        if peer not in cells:
+            continue
+        c, okc = cells[peer]
         if okc >= oka - 0.02:
             out.append((a < c, f"{m}: {a:.2f} mean trials against "
-                               f"MLRsearch's {c:.2f} (its accuracy "
+                               f"{peer}'s {c:.2f} (its accuracy "
                                f"{okc:.0%} is within 2 points of "
                                f"{oka:.0%}: fewer needed)"))
         else:
-            out.append((True, f"{m}: MLRsearch's accuracy {okc:.0%} "
+            out.append((True, f"{m}: {peer}'s accuracy {okc:.0%} "
                               f"is more than 2 points under "
                               f"{oka:.0%} ({c:.2f} mean trials "
                               f"against {a:.2f})"))
@@ -269,7 +296,7 @@ def main(argv=None) -> int:
               f"within the resolution; ratio = ours / bisection.\n")
         head = f"{'model':>16} {'tol':>6} {'res':>5}"
         for name, _fn in live:
-            head += f" {name.split()[0][:9]:>9} {'ok%':>5}"
+            head += f" {SHORT[name]:>9} {'ok%':>5}"
         print(head + f" {'ratio':>6}")
         for m in models:
             for t, r in GRID:
@@ -285,10 +312,11 @@ def main(argv=None) -> int:
               f"trial, the drift row), the issue's set-up, {args.runs} "
               f"{seeds}: mean trials and % within the resolution, then "
               f"the bars as in the checks below (within 99%, at most "
-              f"0.6x bisection, MLRsearch).\n")
+              f"0.6x bisection, then fewer than each MLRsearch as "
+              f"accurate).\n")
         head = f"{'time':>9}"
         for name, _fn in live:
-            head += f" {name.split()[0][:9]:>9} {'ok%':>5}"
+            head += f" {SHORT[name]:>9} {'ok%':>5}"
         print(head + "  bars")
         for line in sweep(live, cfg, args.runs, args.seed_offset):
             print(line)
