@@ -167,6 +167,15 @@ def test_the_exchange_as_a_user_sees_it(cloud_run):
     assert "CUSTOM_RDT_L3_CAT" in text
 
 
+def test_every_way_is_no_valid_host_for_rdtfilters_reason(cloud_run):
+    _, summary, _ = cloud_run
+    nvh = summary["facts"]["no_valid_host"]
+    assert "No valid host" in nvh["fault"]
+    # The reason is RDTFilter's, in nova-scheduler's log: Nova's fault
+    # has no room for a filter's reason.
+    assert nvh["rdtfilter_reason"], nvh
+
+
 def test_libvirt_holds_novas_domain_and_resctrl_the_ways(cloud_run):
     _, summary, cdir = cloud_run
     by_name = {c["name"]: c for c in summary["checks"]}

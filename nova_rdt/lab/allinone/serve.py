@@ -99,9 +99,27 @@ def tempest_workspace(cloud, directory: str) -> str:
     return directory
 
 
+def host_processes(cloud) -> dict[str, dict]:
+    """The Host lab's own processes (libvirtd, OVS-DPDK, the namespace's
+    holder, the resctrl emulator)."""
+    out = {}
+    for proc in cloud.lab.sup.procs:
+        if proc.name not in cloud.services and proc.running():
+            out[proc.name] = {"pid": proc.pid, "url": (
+                cloud.lab.libvirt.uri if proc.name == "libvirtd" else None),
+                "log": proc.log_path}
+    emu = cloud.lab.emulator
+    if emu is not None and emu.proc is not None:
+        out["resctrl-emulator"] = {"pid": emu.proc.pid,
+                                   "url": None, "log": None,
+                                   "mountpoint": emu.mountpoint}
+    return out
+
+
 def serve_json(cloud, path: str, workspace: str | None) -> str:
     doc = {
         "services": cloud.services,
+        "host_lab": host_processes(cloud),
         "resctrl_root": cloud.lab.resctrl_root,
         "resctrl_root_in_namespace": "/sys/fs/resctrl",
         "image": cloud_image_name(cloud),
