@@ -266,11 +266,12 @@ def test_one_failure_gives_only_the_flat_estimate():
        p=st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]),
        ceiling=st.sampled_from([None, 1.5, 4.0]),
        drift=st.sampled_from([0.0, 0.02]),
+       drift_time=st.sampled_from([0.0, 60.0]),
        tol=st.sampled_from([0.0, 0.001]),
        res=st.sampled_from([0.005, 0.01, 0.02]),
        budget=st.integers(2, 30), seed=st.integers(0, 1000))
-def test_invariants_on_model_duts(cap, over, p, ceiling, drift, tol, res,
-                                  budget, seed):
+def test_invariants_on_model_duts(cap, over, p, ceiling, drift, drift_time,
+                                  tol, res, budget, seed):
     """On any model DUT: the budget holds (so the search ends), every
     bound is a rate a trial really sent, the lower one a pass and the
     upper one a failure, a converged bracket is within the resolution,
@@ -279,7 +280,7 @@ def test_invariants_on_model_duts(cap, over, p, ceiling, drift, tol, res,
     line = cap * over
     dut = SimulatedDut(cap, line, seed=seed, collapse_exponent=p,
                        gen_ceiling_pps=ceiling and cap * ceiling,
-                       drift=drift)
+                       drift=drift, drift_time_s=drift_time)
     cfg = search.SearchConfig(loss_tolerance=tol, resolution=res,
                               max_trials=budget)
     r = search.search(dut.measure, line, cfg)
@@ -325,7 +326,9 @@ def test_power_law_model_and_its_truth():
 
 @pytest.mark.parametrize("bad", [dict(collapse_exponent=-1),
                                  dict(collapse_exponent=float("inf")),
-                                 dict(drift=1.0), dict(drift=-0.1)])
+                                 dict(drift=1.0), dict(drift=-0.1),
+                                 dict(drift_time_s=-1.0),
+                                 dict(drift_time_s=float("nan"))])
 def test_bad_model_is_refused(bad):
     with pytest.raises(ValueError):
         SimulatedDut(1e6, 1e7, **bad)
