@@ -213,7 +213,8 @@ def refusal(rules: CacheRules, current: int, pending: int, new: int,
 
 def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
                sharers: Mapping[str, str], base: Schemata | None,
-               pmd_ids: Collection[int] | None) -> PmdPlan:
+               pmd_ids: Collection[int] | None,
+               keep_free: Schemata | None = None) -> PmdPlan:
     """The PMD COS of a host, from the schemata of its control groups.
 
     ``groups`` maps every control group's name (the root's is ``/``) to
@@ -224,7 +225,9 @@ def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
     The PMD COS may not cover the root's ways, libvirt's groups' or
     nova-rdt's class groups'.  Foreign groups (pqos ``COS*``, ...)
     share nothing with instances and a new group starts with every way,
-    so they are left out.
+    so they are left out.  ``keep_free``: ways it may not cover either,
+    for a moment (a domain about to start there: libvirt's allocator
+    counts the PMD COS's ways as used).
     """
     pmd_name = naming.pmd_group(prefix)
     classes = prefix + naming.CLASS_INFIX
@@ -240,6 +243,11 @@ def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
                 continue
             per = others.setdefault(res, {})
             for cid, mask in s.domains(res).items():
+                per[cid] = per.get(cid, 0) | mask
+    if keep_free is not None:
+        for res in keep_free.resources():
+            per = others.setdefault(res, {})
+            for cid, mask in keep_free.domains(res).items():
                 per[cid] = per.get(cid, 0) | mask
     return plan(
         {name: sorted(res.domains) for name, res in caps.cache.items()},

@@ -82,6 +82,16 @@ class LiveMigrationMixin:
             self.rdt.release(instance.uuid)
             raise
 
+    def post_live_migration_at_destination(self, context, instance,
+                                           network_info,
+                                           block_migration=False,
+                                           block_device_info=None):
+        super().post_live_migration_at_destination(
+            context, instance, network_info,
+            block_migration=block_migration,
+            block_device_info=block_device_info)
+        self.rdt.arrived(instance)
+
     def post_live_migration_at_source(self, context, instance,
                                       network_info):
         """On the source, once the domain runs on the destination."""

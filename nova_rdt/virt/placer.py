@@ -71,10 +71,14 @@ class Placer:
         self.compaction = compaction
         self._book: dict[str, Entry] = {}
         self._class_masks: dict[str, placement.PerId] = {}
-        # Classes a plan moved to make room, not yet written.
+        # Classes and instances a plan moved to make room, not yet
+        # written: their book masks, not resctrl's, are where they are.
         self._class_moves: set[str] = set()
+        self._instance_moves: set[str] = set()
         self._lock = threading.RLock()
         self._clock = clock
+        # Instances compaction moved since start (each move is logged).
+        self.compaction_moves = 0
 
     # -- the book --------------------------------------------------------
 
@@ -194,7 +198,8 @@ class Placer:
         reservations = {}
         for uuid, e in self._book.items():
             r = e.reservation
-            if uuid in live and any(live[uuid].values()):
+            if uuid in live and any(live[uuid].values()) \
+                    and uuid not in self._instance_moves:
                 # What resctrl holds is where the instance is.
                 r = dataclasses.replace(r, masks=live[uuid])
             reservations[uuid] = r
@@ -246,12 +251,15 @@ class Placer:
             if dry_run:
                 return plan
             for moved in plan.moved:
-                LOG.info("nova-rdt: compaction moves %s to %s", moved,
-                         plan.instances[moved])
+                self.compaction_moves += 1
+                LOG.info("nova-rdt: compaction moves %s to %s to make room "
+                         "for %s (move %d since start)", moved,
+                         plan.instances[moved], uuid, self.compaction_moves)
                 e = self._book[moved]
                 self._book[moved] = dataclasses.replace(
                     e, reservation=dataclasses.replace(
                         e.reservation, masks=plan.instances[moved]))
+                self._instance_moves.add(moved)
             self._book[uuid] = Entry(domain, dataclasses.replace(
                 new, masks=plan.instances.get(uuid, {})), self._clock(),
                 mb_only=mb_only, monitor=monitor)
@@ -284,6 +292,56 @@ class Placer:
 
     # -- enforcing -------------------------------------------------------
 
+    def make_room(self, uuid: str) -> None:
+        """Before libvirt allocates for ``uuid``: write the moves its plan
+        needs (class groups, compaction) and keep its decided ways out of
+        the PMD COS for the moment.  libvirt's allocator counts every
+        group's ways as used and needs a free run of the domain's size:
+        without this, a class left in the way, a neighbour to be moved, or
+        a stopped sharer's ways inside the PMD span (case 7) would make
+        it refuse with "Not enough room".  :meth:`enforce` then writes the
+        decided masks and the whole PMD COS."""
+        with self._lock, self.fs.locked():
+            e = self._book.get(uuid)
+            if e is None or not e.reservation.masks:
+                return
+            view = HostView.collect(self.fs)
+            owners, host, reservations, groups = self._inputs(view)
+            reservations[uuid] = e.reservation
+            plan = placement.place(host, reservations, groups,
+                                   e.reservation, compaction=False)
+            self._write_moves(owners, plan)
+            if owners.pmd is not None and self.pmd_cos:
+                view = HostView.collect(self.fs)
+                decided = {u: r.masks for u, r in reservations.items()
+                           if r.masks and u != uuid}
+                self._write_pmd(view, owners, host, decided,
+                                keep_free=hostplan.schemata_of(
+                                    e.reservation.masks), leaving=uuid)
+
+    def _write_moves(self, owners: hostplan.Ownership,
+                     plan: placement.Plan) -> None:
+        """Class groups and instances a plan moved, to their new masks."""
+        for name in sorted(self._class_moves):
+            g = owners.classes.get(name)
+            want = plan.classes.get(name)
+            if g is not None and want:
+                self.fs.write_schemata(self.fs.group(g),
+                                       hostplan.schemata_of(want))
+                LOG.info("nova-rdt: class group %s moved to %s", g,
+                         hostplan.schemata_of(want).format().strip())
+            self._class_moves.discard(name)
+        for uuid in sorted(self._instance_moves):
+            g = owners.instances.get(uuid)
+            want = plan.instances.get(uuid)
+            if g is not None and want:
+                self.fs.write_schemata(self.fs.group(g),
+                                       hostplan.schemata_of(want),
+                                       allow_libvirt=True)
+                LOG.info("nova-rdt: %s moved to %s", g,
+                         hostplan.schemata_of(want).format().strip())
+            self._instance_moves.discard(uuid)
+
     def enforce(self, uuid: str) -> str | None:
         """Write ``uuid``'s decided masks into libvirt's group of it, and
         the PMD COS's and moved neighbours', under the resctrl flock.
@@ -308,24 +366,12 @@ class Placer:
             reservations[uuid] = e.reservation
             plan = placement.place(host, reservations, groups,
                                    e.reservation, compaction=False)
-            # A class group moved to make room for this instance goes
-            # first: its old ways are the ones the instance is about to
-            # take.  (Class groups are made by the hook, at the decided
-            # masks, and the runtime controller may narrow them on
-            # purpose afterwards; that is not undone here.)
-            moved = False
-            for name in sorted(self._class_moves):
-                g = owners.classes.get(name)
-                want = plan.classes.get(name)
-                if g is not None and want:
-                    self.fs.write_schemata(self.fs.group(g),
-                                           hostplan.schemata_of(want))
-                    LOG.info("nova-rdt: class group %s moved to %s", g,
-                             hostplan.schemata_of(want).format().strip())
-                    moved = True
-                self._class_moves.discard(name)
-            if moved:
+            # Moves are written before libvirt allocates (make_room); one
+            # still pending (a start the driver did not make) goes first.
+            if self._class_moves or self._instance_moves:
+                self._write_moves(owners, plan)
                 view = HostView.collect(self.fs)
+                live = hostplan.live_masks(view, owners)[0]
             written = []
             for other, g in sorted(owners.instances.items()):
                 want = plan.instances.get(other)
@@ -346,7 +392,8 @@ class Placer:
 
     def _write_pmd(self, view: HostView, owners: hostplan.Ownership,
                    host: placement.Host,
-                   decided: Mapping[str, placement.PerId]) -> None:
+                   decided: Mapping[str, placement.PerId],
+                   keep_free=None, leaving: str | None = None) -> None:
         """The PMD COS over the decided masks, by the hook's own rule
         (:func:`pmdplan.for_groups`): whichever writes last, the driver
         here or the hook on 'started', writes the same."""
@@ -361,7 +408,8 @@ class Placer:
             if masks:
                 groups[g] = groups[g].merged(hostplan.schemata_of(masks))
         sharers = {u: owners.instances[u] for u, e in self._book.items()
-                   if e.reservation.pmd_share and u in owners.instances}
+                   if e.reservation.pmd_share and u in owners.instances
+                   and u != leaving}
         base = None
         if self.pmd_shared_ways:
             try:
@@ -370,8 +418,8 @@ class Placer:
             except hostlayout.HostPrepError:
                 base = None
         pmd = pmdplan.for_groups(view.caps, groups, self.fs.prefix, sharers,
-                                 base, host.pmd_ids)
-        if pmd.degraded:
+                                 base, host.pmd_ids, keep_free=keep_free)
+        if pmd.degraded and keep_free is None:
             LOG.warning("nova-rdt: PMD COS cannot cover %s",
                         ", ".join(pmd.dropped))
         self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)

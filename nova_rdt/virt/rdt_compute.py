@@ -567,6 +567,23 @@ class RdtCompute:
         return guest_rdt.rewrite_xml(xml, caches + mems,
                                      guest_rdt.metadata(request, d, state))
 
+    def arrived(self, instance) -> None:
+        """A live migration landed here: libvirt allocated the incoming
+        domain from its sizes (the source's XML carries no masks of this
+        host's), so its decided masks are written now."""
+        if self.placer is None or not self.placer.masks_of(instance.uuid):
+            return
+        try:
+            group = self.placer.enforce(instance.uuid)
+        except (placement.NoPlacement, rdt_errors.ResctrlError,
+                OSError) as e:
+            LOG.error("nova-rdt: the migrated instance keeps libvirt's "
+                      "ways, not its decided ones: %s", e,
+                      instance=instance)
+            return
+        LOG.info("nova-rdt: decided masks of the arrived instance written "
+                 "into %s", group, instance=instance)
+
     # -- what the host publishes ---------------------------------------
 
     def stats(self) -> dict[str, str]:
@@ -605,6 +622,14 @@ class RdtCompute:
         flavor asked for."""
         assert self.placer is not None
         with self.placer.starting():
+            try:
+                self.placer.make_room(instance.uuid)
+            except (placement.NoPlacement, rdt_errors.ResctrlError,
+                    OSError) as e:
+                raise exception.InstanceUnacceptable(
+                    instance_id=instance.uuid,
+                    reason=f"nova-rdt: cannot make room for its cache "
+                           f"ways: {e}") from e
             yield
             try:
                 failpoints.hit("driver.before_enforce")
