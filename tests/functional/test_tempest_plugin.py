@@ -26,8 +26,14 @@ def test_the_plugins_tests_load(workspace):
     assert res.returncode == 0, out
     listed = [line for line in res.stdout.splitlines()
               if line.startswith("tempest_plugin.")]
-    assert len(listed) == 3, res.stdout
+    assert len(listed) == 6, res.stdout
     assert any("test_forwarding_latency_holds_with_a_busy_neighbour" in t
                for t in listed)
     assert any("test_bad_rdt_specs_get_400_naming_the_key" in t
                for t in listed)
+    # Every test has its idempotent id, each its own; negative tests are
+    # tagged, in a class of their own.
+    ids = [t.split("[id-")[1].split(",")[0].rstrip("]") for t in listed]
+    assert len(set(ids)) == 6, listed
+    negative = [t for t in listed if "negative" in t.split("[")[1]]
+    assert negative and all("NegativeTest." in t for t in negative)

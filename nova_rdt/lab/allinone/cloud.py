@@ -84,6 +84,11 @@ def unavailable_reason() -> str | None:
         reasons.append("sudo is not installed (apt-get install sudo): "
                        "nova-compute starts privsep through sudo "
                        "nova-rootwrap")
+    from nova_rdt.lab.guest import image as guest_image
+    try:
+        guest_image.load()
+    except guest_image.ImageError as e:
+        reasons.append(f"no guest image for Glance: {e}")
     if not shutil.which("prometheus"):
         reasons.append("prometheus is not installed (apt-get install "
                        "prometheus)")
@@ -383,13 +388,6 @@ class AllInOne:
         for svc in (self.keystone, self.glance, self.placement,
                     self.neutron):
             svc.configure()
-        host.result()
-        say(f"host: emulated {self.profile.name} resctrl, libvirt "
-            f"namespace, OVS-DPDK (pmd-cpu-mask "
-            f"{self.lab.ovs.pmd_cpu_mask:#x}) in "
-            f"{self.timings.get('host lab (emulator, namespace, OVS-DPDK)')}"
-            f" s")
-        self._configure_nova()
         chains = [pool.submit(self._chain, "keystone-manage",
                               self.keystone.manage_steps()),
                   pool.submit(self._chain, "glance-manage",
@@ -397,12 +395,20 @@ class AllInOne:
                   pool.submit(self._chain, "placement-manage",
                               self.placement.manage_steps()),
                   pool.submit(self._chain, "neutron-db-manage",
-                              self.neutron.manage_steps()),
-                  *(pool.submit(self._chain, f"nova-manage {i}", chain)
-                    for i, chain in enumerate(self.nova.manage_chains(),
-                                              1)),
-                  pool.submit(self._timed, "libvirtd (hook from the "
-                              "plugin)", self._start_libvirt)]
+                              self.neutron.manage_steps())]
+        host.result()
+        say(f"host: emulated {self.profile.name} resctrl, libvirt "
+            f"namespace, OVS-DPDK (pmd-cpu-mask "
+            f"{self.lab.ovs.pmd_cpu_mask:#x}) in "
+            f"{self.timings.get('host lab (emulator, namespace, OVS-DPDK)')}"
+            f" s")
+        # nova.conf names the lab's OVS: written once the host is up.
+        self._configure_nova()
+        chains += [*(pool.submit(self._chain, f"nova-manage {i}", chain)
+                     for i, chain in enumerate(self.nova.manage_chains(),
+                                               1)),
+                   pool.submit(self._timed, "libvirtd (hook from the "
+                               "plugin)", self._start_libvirt)]
         self._timed("rabbitmq", self.rabbit.wait)
         self._record("rabbitmq", self.rabbit.proc, self.rabbit.transport_url
                      .replace("guest:guest@", ""))
