@@ -155,7 +155,8 @@ class Placer:
                     continue
                 r = e.reservation
                 if r.masks and any(r.masks.values()):
-                    state = state.with_allocation(_by_kind(r.masks))
+                    state = state.with_allocation(_by_kind(r.masks),
+                                                  pmd_share=r.pmd_share)
                 elif e.mb_only:
                     state = state.with_allocation({})
                 elif e.monitor and state.mon_capable:

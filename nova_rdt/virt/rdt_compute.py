@@ -644,3 +644,6 @@ class RdtCompute:
                 ) from e
             LOG.debug("nova-rdt: masks of %s written before it runs",
                       group, instance=instance)
+        # Its group exists now, at its decided masks (and the PMD COS
+        # spans a sharer's): the scheduler's view of the host changed.
+        self.publish()

@@ -106,6 +106,32 @@ class TestDecidedNotPredicted(PlacementBase):
             self.assertEqual(0x1e0, shared[cid])
 
 
+class TestStoppedSharerInTheMiddle(PlacementBase):
+    """Case 7 on a full host: sharers s1, s2, s3 and a plain VM fill every
+    way; s2, in the middle of the PMD span, stops (the span keeps its
+    ways: a mask is one run) and starts again on them."""
+
+    def test_it_starts_again(self):
+        self.flags(group="rdt", pmd_cos=True, pmd_shared_ways=2)
+        self.start_rdt_compute("rdt1")
+        share = {"rdt:pmd_share": "true"}
+        s1 = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2", **share}))
+        s2 = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2", **share}))
+        s3 = self.boot(self.flavor(**{"rdt:l3_cache_ways": "1", **share}))
+        self.boot(self.flavor(**{"rdt:l3_cache_ways": "2"}))
+        held = self.group_of("rdt1", s2)
+        self.assertEqual({0: 0x060, 1: 0x060}, held)
+        self._stop_server(s2)
+        # Nothing else can take its ways.
+        self.boot(self.flavor(**{"rdt:l3_cache_ways": "1"}), state="ERROR")
+        self._start_server(s2)
+        self.assertEqual(held, self.group_of("rdt1", s2))
+        pmd = self.groups("rdt1")[naming.pmd_group("nova-rdt-")]
+        self.assertEqual({0: 0x7f0, 1: 0x7f0}, pmd)
+        for s in (s1, s3):
+            self.assertEqual("ACTIVE", self.api.get_server(s["id"])["status"])
+
+
 class TestClassMovesForASharer(PlacementBase):
     """Case 2 with a PMD base: a plain VM (ways 2-7), a class member (its
     class on way 8, the only way left), then the plain VM goes.  The
