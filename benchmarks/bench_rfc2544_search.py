@@ -38,7 +38,12 @@ by each trial's duration for all of them alike.  One definition serves
 every speed of drift: where the capacity wanders slowly, a search meets
 a narrow part of the range and its band is narrow; where it moves
 independently between trials, the band comes close to the range from
--2% to the nominal capacity.
+-2% to the nominal capacity.  ``--whole-range`` judges on that range's
+band instead, the same for every search whatever its trials met: on the
+``drift`` row over seeds 0-2999, this search is then right in 98.9% of
+runs, bisection in 90.3%, MLRsearch in 92.8% (98.4% re-checked); where
+the capacity persists, that band is wrong for every search, which finds
+the capacity the DUT had.
 
 The ``drift`` row takes the issue's words ("drifts by +-2% between
 trials") at their hardest: nothing carries over from one trial to the
@@ -177,11 +182,12 @@ def searchers():
             (MLR, mlr, why), (MLR2, twice, why)]
 
 
-def score(model, fn, cfg, runs: int, offset: int = 0, maker=None
-          ) -> tuple[float, float]:
+def score(model, fn, cfg, runs: int, offset: int = 0, maker=None,
+          whole_range: bool = False) -> tuple[float, float]:
     """(mean trials, share of runs within the resolution), seeds
     ``offset`` .. ``offset + runs - 1``, each on a fresh DUT (from
-    ``maker``, default the model's)."""
+    ``maker``, default the model's), judged on the capacities the
+    search met or (``whole_range``) on the drift's whole range."""
     make = maker or simdut.MODELS[model]
     counts, ok = [], 0
     res = cfg.resolution
@@ -189,7 +195,8 @@ def score(model, fn, cfg, runs: int, offset: int = 0, maker=None
         dut = make(seed, LINE_64B)
         rate, count = fn(dut.measure, LINE_64B, cfg)
         counts.append(count)
-        lo, hi = dut.truth_band(cfg.loss_tolerance)
+        band = dut.range_band if whole_range else dut.truth_band
+        lo, hi = band(cfg.loss_tolerance)
         ok += lo * (1 - res) <= rate <= hi * (1 + res)
     return statistics.mean(counts), ok / runs
 
@@ -230,14 +237,15 @@ def _checks(m, cells, bar) -> list[tuple[bool, str]]:
     return out
 
 
-def sweep(live, cfg, runs: int, offset: int) -> list[str]:
+def sweep(live, cfg, runs: int, offset: int, whole_range: bool = False
+          ) -> list[str]:
     """The drift's relaxation times, on the main set-up: one line each,
     every searcher's (mean trials, % right), and the bars' verdicts."""
     lines = []
     for t in DRIFT_TIMES:
         maker = functools.partial(simdut.drifting, drift_time_s=t)
-        cells = {name: score("drift", fn, cfg, runs, offset, maker)
-                 for name, fn in live}
+        cells = {name: score("drift", fn, cfg, runs, offset, maker,
+                             whole_range) for name, fn in live}
         row = f"{t:7g} s"
         for name, _fn in live:
             mean, ok = cells[name]
@@ -258,6 +266,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-offset", type=int, default=0, metavar="N",
                     help="first seed (default 0): another range of seeds "
                          "checks that a result is not an artefact of these")
+    ap.add_argument("--whole-range", action="store_true",
+                    help="judge a drifting DUT on the band of the drift's "
+                         "whole range (edge at -2%% to the nominal edge) "
+                         "instead of the capacities each search met")
     ap.add_argument("--main-only", action="store_true",
                     help="only the issue's set-up, not the whole grid "
                          "and the drift sweep")
@@ -277,7 +289,8 @@ def main(argv=None) -> int:
 
     tol, res = MAIN
     cfg = cfg_for(tol, res)
-    table = {name: {m: score(m, fn, cfg, args.runs, args.seed_offset)
+    table = {name: {m: score(m, fn, cfg, args.runs, args.seed_offset,
+                             whole_range=args.whole_range)
                     for m in models}
              for name, fn in live}
     seeds = f"seeds ({args.seed_offset}-{args.seed_offset + args.runs - 1})"
@@ -302,7 +315,8 @@ def main(argv=None) -> int:
             for t, r in GRID:
                 c = cfg_for(t, r)
                 row = f"{m:>16} {t:6.1%} {r:5.1%}"
-                got = [(name, score(m, fn, c, args.runs, args.seed_offset))
+                got = [(name, score(m, fn, c, args.runs, args.seed_offset,
+                                    whole_range=args.whole_range))
                        for name, fn in live]
                 for _name, (mean, ok) in got:
                     row += f" {mean:9.2f} {100 * ok:5.0f}"
@@ -318,7 +332,8 @@ def main(argv=None) -> int:
         for name, _fn in live:
             head += f" {SHORT[name]:>9} {'ok%':>5}"
         print(head + "  bars")
-        for line in sweep(live, cfg, args.runs, args.seed_offset):
+        for line in sweep(live, cfg, args.runs, args.seed_offset,
+                          args.whole_range):
             print(line)
 
     print("\nChecks on the issue's set-up:")

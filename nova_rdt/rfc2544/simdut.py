@@ -131,14 +131,17 @@ class SimulatedDut(TrafficGenerator):
         lucky trial: the DUT lost frames there in most of the search's
         trials.  Before any trial, the band of the whole range: from
         its lowest capacity to the nominal one."""
-        if not self.drift:
-            t = self.truth(tolerance)
-            return t, t
         if not self.faced:
-            return (self.truth(tolerance, self.capacity * (1 - self.drift)),
-                    self.truth(tolerance))
+            return self.range_band(tolerance)
         return (self.truth(tolerance, min(self.faced)),
                 self.truth(tolerance, statistics.median(self.faced)))
+
+    def range_band(self, tolerance: float) -> tuple[float, float]:
+        """The band of the drift's whole range, whatever the trials met:
+        from ``truth`` at its lowest capacity to ``truth`` at the
+        nominal one (``truth`` itself without drift)."""
+        return (self.truth(tolerance, self.capacity * (1 - self.drift)),
+                self.truth(tolerance))
 
     def max_rate_pps(self, frame_size: int) -> float:
         return self.line_rate

@@ -444,6 +444,9 @@ def test_the_truth_band_is_the_capacity_the_search_met():
     assert lo == pytest.approx(min(dut.faced))
     assert hi == pytest.approx(sorted(dut.faced)[2])
     assert 0.98e6 <= lo <= hi <= 1.02e6
+    # The whole range's band stays what it was before any trial.
+    assert dut.range_band(0.0) == (pytest.approx(0.98e6),
+                                   pytest.approx(1e6))
 
 
 def test_benchmark_takes_another_seed_range(capsys):
@@ -458,3 +461,7 @@ def test_benchmark_takes_another_seed_range(capsys):
     bench.main(["--runs", "2", "--seed-offset", "7", "--main-only",
                 "--model", "benign"])
     assert "2 seeds (7-8) per model" in capsys.readouterr().out
+    # Judged on the drift's whole range: the same runs, another band.
+    drift = [bench.score("drift", fn, cfg, 20, whole_range=w)
+             for w in (False, True)]
+    assert drift[0][0] == drift[1][0]
