@@ -30,6 +30,7 @@ from nova_rdt.host.pmdcos import PmdCos
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import OWNER_LIBVIRT
 from nova_rdt.resctrl.groups import Group
+from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
 
 
@@ -54,7 +55,8 @@ def degraded(report: ReconcileReport, d: recovery.Degraded) -> None:
     report.degraded.append(f"{d.reason}: {d.detail}")
 
 
-def restore_group(fs, rec: records_mod.Record) -> recovery.Degraded | None:
+def restore_group(fs: Resctrl, rec: records_mod.Record
+                  ) -> recovery.Degraded | None:
     """Re-create libvirt's group of a running domain with the schemata
     and vCPU threads the hook recorded when the domain started; what
     could not be done, or None.
@@ -103,7 +105,7 @@ def restore_group(fs, rec: records_mod.Record) -> recovery.Degraded | None:
     return None
 
 
-def remove_orphan(fs, name: str) -> bool:
+def remove_orphan(fs: Resctrl, name: str) -> bool:
     """Remove libvirt's group ``name`` of a dead domain, when no task of
     it still runs; whether it was removed."""
     try:
@@ -185,10 +187,10 @@ class Reconciler:
             self._restore_host(report)
         for rec in lost:
             d = restore_group(self.fs, rec)
-            if d is None:
-                report.restored_groups.append(rec.group)
-            else:
+            if d is not None:
                 degraded(report, d)
+            elif rec.group is not None:        # lost_groups() only
+                report.restored_groups.append(rec.group)
         self._rejoin_classes(living, report)
         report.removed_groups += self.classes.prune()
         if self.host.settings.pmd_cos:
