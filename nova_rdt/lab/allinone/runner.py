@@ -191,12 +191,15 @@ def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
 def _say_summary(say, summary: dict) -> None:
     checks = summary.get("checks") or []
     held = sum(1 for c in checks if c["ok"])
+    skipped = sum(1 for c in checks if c["ok"] is None)
     t = summary.get("tempest") or {}
     verdict = ("OK" if summary.get("ok") else
                "INTERRUPTED" if summary.get("interrupted") else "FAILED")
     parts = [f"{verdict}: cloud"]
     if summary.get("short"):
-        parts.append(f"{held}/{len(checks)} checks hold")
+        parts.append(f"{held}/{len(checks) - skipped} checks hold"
+                     + (f" ({skipped} said, not judged)" if skipped
+                        else ""))
         if t:
             parts.append(f"tempest {t.get('passed')} passed, "
                          f"{t.get('skipped')} skipped, {t.get('failed')} "
