@@ -158,12 +158,16 @@ class RdtCompute:
         self._reconcile(settings, fs)
 
 
-    def _adopt(self) -> None:
-        """Reservations back from the defined domains' metadata: a stopped
-        instance keeps its ways across a restart, as Nova keeps its
-        allocations."""
+    def _adopt(self, only_running: bool = False) -> None:
+        """Reservations from the defined domains' metadata, for those the
+        book does not hold: at start (a stopped instance keeps its ways
+        across a restart, as Nova keeps its allocations), and before each
+        start and resource update (a nova-rdt domain started by hand is
+        then a sharer or a neighbour like any other, not a foreign
+        group: ``only_running``, so that what was released -- a domain
+        that migrated away, not undefined yet -- is not taken back)."""
         try:
-            guests = self.host.list_guests(only_running=False)
+            guests = self.host.list_guests(only_running=only_running)
         except Exception as e:                      # pragma: no cover
             LOG.warning("nova-rdt: cannot list domains to re-reserve "
                         "their ways: %s", e)
@@ -178,15 +182,15 @@ class RdtCompute:
                 continue
             except Exception:                       # pragma: no cover
                 continue
-            if md is None or not (md.cache or md.rdt_class):
+            if md is None or not (md.cache or md.rdt_class) \
+                    or guest.uuid in self.placer:
                 continue
             self.placer.adopt(guest.uuid, guest.name, md,
-                                   movable=md.slo != "latency")
+                              movable=md.slo != "latency")
             adopted.append(guest.name)
         if adopted:
             LOG.info("nova-rdt: reserved the ways of defined domains %s",
                      ", ".join(sorted(adopted)))
-
 
     def _reconcile(self, settings: HookSettings, fs: Resctrl
                        ) -> dict | None:
@@ -296,6 +300,7 @@ class RdtCompute:
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
         state, _allocated = live
         if self.placer is not None:
+            self._adopt(only_running=True)
             gone = self.placer.forget_unless(defined, CLAIM_GRACE_S)
             if gone:
                 LOG.info("nova-rdt: dropped the reservations of undefined "
@@ -622,6 +627,7 @@ class RdtCompute:
         flavor asked for."""
         assert self.placer is not None
         with self.placer.starting():
+            self._adopt(only_running=True)
             try:
                 self.placer.make_room(instance.uuid)
             except (placement.NoPlacement, rdt_errors.ResctrlError,

@@ -17,9 +17,12 @@ def managed_domain(lab, name: str, cache_kib: int | None = None,
                    pmd_share: bool = False, rdt_class: str | None = None,
                    vcpus: int = 1,
                    mb: list[tuple[int, int, str]] | None = None,
-                   nova: tuple[str, str] | None = None) -> str:
-    """A diskless domain with nova-rdt's metadata, as the driver writes it;
-    ``nova`` = (display name, flavor) adds Nova's own metadata."""
+                   nova: tuple[str, str] | None = None,
+                   cache_id: int = 0) -> str:
+    """A diskless domain with nova-rdt's metadata, as the driver writes it
+    (without decided masks, as an older nova-rdt wrote it: the hook then
+    places it); ``nova`` = (display name, flavor) adds Nova's own
+    metadata; the ways are on L3 cache id ``cache_id``."""
     meta = rdt_config.LibvirtConfigGuestMetaNovaRdt()
     meta.vcpus = set(range(vcpus))
     meta.pmd_share = pmd_share
@@ -28,8 +31,9 @@ def managed_domain(lab, name: str, cache_kib: int | None = None,
     tune = ""
     if cache_kib:
         cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"
-        tune = (f"<cachetune vcpus='{cpus}'><cache id='0' level='3' "
-                f"type='both' size='{cache_kib}' unit='KiB'/></cachetune>")
+        tune = (f"<cachetune vcpus='{cpus}'><cache id='{cache_id}' "
+                f"level='3' type='both' size='{cache_kib}' unit='KiB'/>"
+                f"</cachetune>")
     metadata = meta.to_xml()
     if nova:
         metadata += (

@@ -105,9 +105,16 @@ class Compute:
         return xml.replace("<name>", f"<uuid>{dom.uuid}</uuid>\n  <name>", 1)
 
     def start(self, name: str) -> None:
-        """``_create_guest``: paused, the decided masks written, resumed."""
+        """``_create_guest``: room made, started paused, the decided masks
+        written, resumed."""
         dom = self.doms[name]
         with self.placer.starting():
+            # As RdtCompute.starting: nova-rdt domains the book does not
+            # hold yet (started by hand) are adopted first.
+            for other, d in self.doms.items():
+                if d.uuid not in self.placer and d.running:
+                    self.adopt(other)
+            self.placer.make_room(dom.uuid)
             self.lab.libvirt.start_domain(name, paused=True)
             self.placer.enforce(dom.uuid)
         self.lab.libvirt.virsh("resume", name)

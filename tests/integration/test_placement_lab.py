@@ -26,7 +26,6 @@ import pytest
 
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
-from nova_rdt.lab.libvirtd import VirshError
 from tests.integration import hooklab
 from tests.integration import placelab
 from tests.integration.conftest import prepared_lab
@@ -119,14 +118,6 @@ def test_case5_starts_in_another_order_than_claims(compute):
     assert [c.masks(n)[OTHER] for n in "ABC"] == [0x01c, 0x180, 0x600]
 
 
-@pytest.mark.xfail(strict=True, raises=VirshError, reason=(
-    "libvirt refuses the start before nova-rdt can write the decided "
-    "masks: the PMD COS spans the stopped sharer's reserved ways (a hole "
-    "between s1 and s3), libvirt subtracts every group's mask from the "
-    "free ways, and p fills the rest: 'Not enough room for allocation "
-    "... level 3 cache 1'.  The same for a new sharer placed into a "
-    "departed sharer's hole.  Nothing frees the hole for libvirt's "
-    "temporary allocation before the start (virt/placer.py starting())"))
 def test_case7_a_stopped_sharer_in_the_middle_starts_again(compute):
     c = compute
     c.boot("s1", 2, ids=(PMD_ID,), share=True)
@@ -170,14 +161,6 @@ def test_case13_a_domain_without_decided_masks_is_placed_by_the_hook(
     assert hooklab.schemata(c.lab, placelab.PMD).get("L3", PMD_ID) == 0x7e0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the placer does not count a running sharer it has no reservation "
-    "for (hostplan.ownership: a libvirt group of a domain not in the book "
-    "is foreign), while the hook does (its record says pmd_share): the "
-    "next enforce rewrites the PMD COS to 0x600, no longer covering the "
-    "hook-placed sharer at 0x180, and a managed sharer is then refused "
-    "('a PMD sharer must keep the PMD COS (0x600) one run over no other "
-    "group's ways')"))
 def test_case13_by_hand_while_the_compute_runs(compute):
     c = compute
     c.start_by_hand("hand", 2, share=True,

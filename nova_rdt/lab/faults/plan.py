@@ -66,6 +66,15 @@ NOT_REACHED = {
                  "cover these points)",
 }
 
+#: Single points no lab operation reaches -> why.
+NOT_REACHED_POINTS = {
+    "driver.before_enforce": "the lab's Nova drives a stand-in libvirt "
+                             "and the real libvirtd starts each domain "
+                             "later, so the hook writes the decided masks "
+                             "there (agent.write_decided); Nova's "
+                             "functional tests cover this point",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Run:
@@ -78,6 +87,8 @@ class Run:
 
 def reach(point: str) -> tuple[str, str] | None:
     """(operation, process) reaching a failpoint, or None."""
+    if point in NOT_REACHED_POINTS:
+        return None
     if point in _BY_NAME:
         return _BY_NAME[point]
     return _BY_COMPONENT.get(point.split(".", 1)[0])
@@ -89,7 +100,7 @@ def not_reached(registry) -> dict[str, str]:
     for point in sorted(registry):
         if reach(point) is None:
             comp = point.split(".", 1)[0]
-            out[point] = NOT_REACHED.get(
+            out[point] = NOT_REACHED_POINTS.get(point) or NOT_REACHED.get(
                 comp, f"no lab operation reaches component {comp!r}")
     return out
 

@@ -187,13 +187,11 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
         claimed = []
         real = placer.claim
 
-        def spy(uuid, domain, ways, pmd_share=False, rdt_class=None,
-                movable=True, dry_run=False):
+        def spy(uuid, domain, ways, pmd_share=False, dry_run=False, **kw):
             if not dry_run:
                 claimed.append((uuid, pmd_share))
             return real(uuid, domain, ways, pmd_share=pmd_share,
-                        rdt_class=rdt_class, movable=movable,
-                        dry_run=dry_run)
+                        dry_run=dry_run, **kw)
 
         with mock.patch.object(placer, "claim", side_effect=spy):
             self._live_migrate(self.server, "completed")
