@@ -133,10 +133,13 @@ class ClassGroups:
         self.fs = host.fs
 
     def join(self, name: str, tids: Iterable[int],
-             planned: Planned | None = None) -> str:
+             planned: Planned | None = None,
+             held: Mapping[tuple[str, int], int] | None = None) -> str:
         """Add ``tids`` to class ``name``'s group, making it first if need
         be: at the masks nova-rdt decided (``planned``, from the member's
-        metadata) when they are safe, else at free ways found here."""
+        metadata) when they are safe, else at free ways found here, which
+        ``held`` (per resource and cache id) also excludes: the recorded
+        ways of running domains whose groups are still to be re-made."""
         cls = self.host.classes.get(name)
         if cls is None:
             raise IsolationError(f"rdt:class={name} is not defined in "
@@ -146,7 +149,8 @@ class ClassGroups:
             try:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:
-                g = self._create(gname, self._new_schemata(cls, planned))
+                g = self._create(gname,
+                                 self._new_schemata(cls, planned, held))
             else:
                 self._repair(cls, g)
             failpoints.hit("agent.class_join")
@@ -154,14 +158,22 @@ class ClassGroups:
         return gname
 
     def _new_schemata(self, cls: rdtclass.RdtClass,
-                      planned: Planned | None) -> Schemata:
+                      planned: Planned | None,
+                      held: Mapping[tuple[str, int], int] | None = None
+                      ) -> Schemata:
         caps = self.fs.capabilities()
+        used = self._used()
+        for key, mask in (held or {}).items():
+            used[key] = used.get(key, 0) | mask
         if planned:
-            decided = planned_schemata(cls, caps, planned,
-                                       taken(self.fs, caps, set()))
+            busy = taken(self.fs, caps, set())
+            for (res, cid), mask in (held or {}).items():
+                per = busy.setdefault(res, {})
+                per[cid] = per.get(cid, 0) | mask
+            decided = planned_schemata(cls, caps, planned, busy)
             if decided is not None:
                 return decided
-        return free_schemata(cls, caps, self._used())
+        return free_schemata(cls, caps, used)
 
     def _used(self, skip: str | None = None) -> dict[tuple[str, int], int]:
         """Per (resource, cache id), the ways of every control group but

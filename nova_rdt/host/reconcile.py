@@ -265,11 +265,27 @@ class Reconciler:
 
     def _rejoin_classes(self, living: list[records_mod.Record],
                         report: ReconcileReport) -> None:
+        # A running domain's group that could not be re-made here (this
+        # process may not make libvirt's groups; root's reconcile will)
+        # still owns the ways its record holds: a class made now must
+        # not take them.
+        existing = {g.name for g in self.fs.groups(with_mon=False)}
+        held: dict[tuple[str, int], int] = {}
+        for rec in living:
+            if rec.group and rec.group not in existing and rec.schemata:
+                try:
+                    s = Schemata.parse(rec.schemata)
+                except ValueError:
+                    continue
+                for res in s.resources():
+                    for cid, mask in s.domains(res).items():
+                        held[res, cid] = held.get((res, cid), 0) | mask
         for rec in living:
             if not rec.rdt_class:
                 continue
             try:
-                self.classes.join(rec.rdt_class, threads(rec.pid))
+                self.classes.join(rec.rdt_class, threads(rec.pid),
+                                  held=held)
                 report.rejoined.append(rec.uuid)
             except (IsolationError, errors.ResctrlError) as e:
                 if recovery.resctrl_lost(e):

@@ -165,6 +165,12 @@ class Placer:
             for name, masks in self._class_masks.items():
                 if name not in owners.classes and masks:
                     state = state.with_allocation(_by_kind(masks))
+                    # Reserved: the next member joins it, it is no second
+                    # group to make.
+                    if state.classes is not None and name in state.classes:
+                        state = dataclasses.replace(state, classes={
+                            **state.classes, name: dataclasses.replace(
+                                state.classes[name], exists=True)})
             return state
 
     @contextlib.contextmanager

@@ -29,6 +29,7 @@ from nova_rdt import conf as rdt_conf
 from nova_rdt import failpoints
 from nova_rdt import naming
 from nova_rdt.allocation import claims as claims_mod
+from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import metadata as meta_mod
@@ -45,6 +46,7 @@ from nova_rdt.privsep import state as privsep_state
 from nova_rdt.resctrl import errors as rdt_errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
@@ -91,6 +93,10 @@ class RdtCompute:
         self.settings: HookSettings | None = None
         # Where every instance's ways go: decided, reserved, enforced.
         self.placer: placer_mod.Placer | None = None
+        # Instances this compute released whose domains may linger (a
+        # live migration's source until Nova cleans it up): never
+        # adopted back.  Forgotten once their domain is undefined.
+        self._released: set[str] = set()
 
     # -- host preparation ----------------------------------------------
 
@@ -183,7 +189,8 @@ class RdtCompute:
             except Exception:                       # pragma: no cover
                 continue
             if md is None or not (md.cache or md.rdt_class) \
-                    or guest.uuid in self.placer:
+                    or guest.uuid in self.placer \
+                    or guest.uuid in self._released:
                 continue
             self.placer.adopt(guest.uuid, guest.name, md,
                               movable=md.slo != "latency")
@@ -266,10 +273,23 @@ class RdtCompute:
         caps = self.libvirt_rdt_caps
         # Host cells and classes go with the state, so the filter can
         # match guest nodes to cache ids and refuse an unmakeable class.
+        opts = CONF.rdt
+        base = None
+        if opts.pmd_cos:
+            # The PMD COS's own ways: what it must span, whatever its mask
+            # still holds (the compute plans it so).
+            base = Schemata({})
+            if opts.pmd_shared_ways:
+                try:
+                    base = hostlayout.plan(view.caps, opts.reserved_host_ways,
+                                           opts.pmd_shared_ways).pmd or base
+                except hostlayout.HostPrepError:
+                    pass
         state = hoststate.from_resctrl(
             view, caps.cache_cpus or None, caps.way_sizes or None,
             host_cells=self.host_cells(),
-            classes=self.classes, prefix=self.fs.prefix)
+            classes=self.classes, prefix=self.fs.prefix,
+            pmd_cos=opts.pmd_cos, pmd_base=base)
         names = claims_mod.libvirt_domain_names(
             g.name for g in view.groups if g.kind == "ctrl")
         return state, names
@@ -299,6 +319,8 @@ class RdtCompute:
         except Exception:                       # pragma: no cover
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
         state, _allocated = live
+        if defined is not None:
+            self._released &= defined
         if self.placer is not None:
             self._adopt(only_running=True)
             gone = self.placer.forget_unless(defined, CLAIM_GRACE_S)
@@ -474,11 +496,13 @@ class RdtCompute:
         except (rdt_errors.ResctrlError, OSError) as e:
             raise refuse(reason=f"nova-rdt: resctrl: {e}") from e
         if not dry_run:
+            self._released.discard(instance.uuid)
             self.claims.record(instance.uuid, instance.name, d, sharing)
             self.publish()
         return plan
 
     def release(self, uuid: str) -> None:
+        self._released.add(uuid)
         self.claims.release(uuid)
         if self.placer is not None and self.placer.release(uuid):
             self.publish()
