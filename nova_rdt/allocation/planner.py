@@ -6,8 +6,8 @@ NUMA nodes there are) and the driver (which knows the exact pinning).
 places them by the compute's own rules
 (:mod:`nova_rdt.allocation.placement`: PMD sharers next to the PMD COS,
 everyone else away from it), which :func:`fits_anywhere` and
-:class:`HostSummary` answer for the filter.  :func:`place` predicts
-libvirt's own best fit.
+:class:`HostSummary` answer for the filter.  :func:`place` is libvirt's
+own best fit: what libvirt picks for a domain nobody placed.
 """
 
 from __future__ import annotations

@@ -6,18 +6,16 @@ and each sharing VM's ways, and no other VM's.
 
 A CBM must be one run of ones unless ``info/<res>/sparse_masks`` is 1, so
 the PMD mask is the *span* from the lowest to the highest of those ways.
-Ways inside the span that no sharing VM holds are covered too; libvirt
-counts every group's ways as used, so such ways are withheld from new
-VMs (they "belong to the PMDs") until the span shrinks.  The driver
-refuses a sharing VM whose predicted ways are not adjacent to the span
-(:func:`refusal`), so on arrival the span only ever grows by the new VM's
-ways; a span with a hole only arises when a sharing VM in the middle of
-the span leaves.
+Ways inside the span that no sharing VM holds are covered too (a sharer
+in the middle left); libvirt counts every group's ways as used, so they
+stay the PMDs' until a sharer takes them or the span shrinks.
+:mod:`nova_rdt.allocation.placement` places sharers inside or next to
+the span, so a plan it made never needs more.
 
 If the span would cover a way of a non-sharing VM, of a class group or of
-the host -- libvirt placed something the driver did not predict -- the
-mask is *degraded*: the largest valid mask that keeps the base, dropping
-the sharing VMs it cannot reach.  Never an
+the host -- a domain placed by someone else, a moment before its decided
+masks are written -- the mask is *degraded*: the largest valid mask that
+keeps the base, dropping the sharing VMs it cannot reach.  Never an
 invalid mask.  When nothing is shared and there is no base, the PMDs
 share the host's reserved ways: a CBM may not be empty.
 """
@@ -178,37 +176,6 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
     return PmdPlan(Schemata(lines),
                    tuple(sorted(set(shares) - dropped)),
                    tuple(sorted(dropped)), absorbed)
-
-
-def refusal(rules: CacheRules, current: int, pending: int, new: int,
-            sharing: bool) -> str | None:
-    """Why a VM whose predicted mask is ``new`` would break the PMD COS.
-
-    ``current`` is the PMD span's wanted ways on this cache id (base plus
-    sharing VMs, 0 when the PMDs only fall back to the host's ways),
-    ``pending`` the ways of sharing VMs claimed but not started yet.
-    A non-sharing VM may not land inside the span (libvirt never puts it
-    there while the span is written, but a pending sharing VM's span is
-    not written yet); a sharing VM must touch the span so the span grows
-    by its ways alone, keeping one run without withholding free ways.
-    None when the VM is fine.
-    """
-    if not new:
-        return None
-    want = current | pending
-    if not sharing:
-        if new & _span(want) and not rules.sparse:
-            return (f"its ways {new:x} would sit inside the PMD COS "
-                    f"span {_span(want):x}")
-        return None
-    if rules.sparse or not want:
-        return None
-    grown = want | new
-    if _span(grown) != grown:
-        return (f"its ways {new:x} are not adjacent to the PMD COS "
-                f"{want:x}; the PMD mask {_span(grown):x} would also cover "
-                f"ways no sharing VM holds")
-    return None
 
 
 def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
