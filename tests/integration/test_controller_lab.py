@@ -114,7 +114,7 @@ def test_controller_follows_a_noisy_neighbour_and_restores(lab, guests,
         lowered = mb(lab)
         assert lowered >= 10 and lowered % 10 == 0
         log.seek(0)
-        url = re.search(r"metrics at (http://\S+)", log.read()).group(1)
+        url = re.search(r"metrics at (https?://[^\s;]+)", log.read()).group(1)
         with urllib.request.urlopen(url, timeout=5) as resp:
             metrics = resp.read().decode()
         assert re.search(r'nova_rdt_controller_class_mb\{[^}]*class="'
