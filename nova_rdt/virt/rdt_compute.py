@@ -168,7 +168,7 @@ class RdtCompute:
         """Reservations from the defined domains' metadata, for those the
         book does not hold: at start (a stopped instance keeps its ways
         across a restart, as Nova keeps its allocations), and before each
-        start and resource update (a nova-rdt domain started by hand is
+        start (a nova-rdt domain started by hand is
         then a sharer or a neighbour like any other, not a foreign
         group: ``only_running``, so that what was released -- a domain
         that migrated away, not undefined yet -- is not taken back)."""
@@ -322,7 +322,6 @@ class RdtCompute:
         if defined is not None:
             self._released &= defined
         if self.placer is not None:
-            self._adopt(only_running=True)
             gone = self.placer.forget_unless(defined, CLAIM_GRACE_S)
             if gone:
                 LOG.info("nova-rdt: dropped the reservations of undefined "
