@@ -181,18 +181,23 @@ class Placer:
 
     # -- deciding --------------------------------------------------------
 
+    def _pmd_base(self, view: HostView):
+        """The PMD COS's own ways, as host preparation lays them out (None
+        without ``pmd_shared_ways``)."""
+        if not self.pmd_shared_ways:
+            return None
+        try:
+            return hostlayout.plan(view.caps, self.reserved_host_ways,
+                                   self.pmd_shared_ways).pmd
+        except hostlayout.HostPrepError:
+            return None
+
     def _inputs(self, view: HostView, wanted_class: str | None = None,
                 claiming: str | None = None, mb_only: bool = False):
         owners = hostplan.ownership(
             view, self.fs.prefix,
             {u: e.domain for u, e in self._book.items()}, self.classes)
-        base = None
-        if self.pmd_cos and self.pmd_shared_ways:
-            try:
-                base = hostlayout.plan(view.caps, self.reserved_host_ways,
-                                       self.pmd_shared_ways).pmd
-            except hostlayout.HostPrepError:
-                base = None
+        base = self._pmd_base(view) if self.pmd_cos else None
         host = hostplan.host_of(view, owners, base, self.pmd_cos)
         # Groups of their own without ways take a CLOS the planner does
         # not count: it gets that many fewer.
@@ -417,13 +422,7 @@ class Placer:
         sharers = {u: owners.instances[u] for u, e in self._book.items()
                    if e.reservation.pmd_share and u in owners.instances
                    and u != leaving}
-        base = None
-        if self.pmd_shared_ways:
-            try:
-                base = hostlayout.plan(view.caps, self.reserved_host_ways,
-                                       self.pmd_shared_ways).pmd
-            except hostlayout.HostPrepError:
-                base = None
+        base = self._pmd_base(view)
         pmd = pmdplan.for_groups(view.caps, groups, self.fs.prefix, sharers,
                                  base, host.pmd_ids, keep_free=keep_free)
         if pmd.degraded and keep_free is None:
