@@ -256,14 +256,18 @@ def decide(state: hoststate.HostRdtState, d: Demand,
             res = _RESOURCE_OF_KIND[kind]
             host = _placement_host(c, kind, res, state.clos_free)
             new = placement_mod.Reservation(
-                "new", {res: {cid: ways}}, pmd_share=pmd_share)
+                _NEW, {res: {cid: ways}}, pmd_share=pmd_share)
             try:
                 plan = placement_mod.place(host, {}, {}, new)
             except placement_mod.NoPlacement as e:
                 raise CannotHonour(str(e)) from None
-            masks.setdefault(cid, {})[kind] = plan.instances["new"][res][cid]
+            masks.setdefault(cid, {})[kind] = plan.instances[_NEW][res][cid]
     return masks
 
+
+# The demand's name in the placement planner's refusals, which reach the
+# instance's fault.
+_NEW = "being scheduled"
 
 _RESOURCE_OF_KIND = {hoststate.BOTH: "L3", "code": "L3CODE",
                      "data": "L3DATA"}

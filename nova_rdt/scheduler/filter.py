@@ -35,6 +35,7 @@ import itertools
 import logging as std_logging
 import weakref
 
+from nova import exception
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from nova.virt import hardware
@@ -338,10 +339,43 @@ class RDTFilter(filters.BaseHostFilter):
         if r.req is None:
             return list(filter_obj_list)
         passes = self._passes
-        return [h for h in filter_obj_list if passes(h, r)]
+        candidates = list(filter_obj_list)
+        hosts = [h for h in candidates if passes(h, r)]
+        if not hosts and candidates and not r.several:
+            # Nova's own NoValidHost says only "not enough hosts"; the
+            # reason would stay in this log.  Raised here, it reaches the
+            # instance's fault.  Only for a single instance: Nova filters
+            # the first instance of a request before it claims anything,
+            # while a multi-create's later instances have claims that
+            # only Nova's own NoValidHost path gives back.
+            raise exception.NoValidHost(
+                reason=self._reason(candidates, r))
+        return hosts
 
     def host_passes(self, host_state, spec_obj):
         return self._passes(host_state, self._request(spec_obj))
+
+    @staticmethod
+    def _reason(hosts, r: _Request) -> str:
+        """Why no host passed, host by host, without host names: the
+        fault is the tenant's to read."""
+        req = r.req
+        if isinstance(req, spec.SpecError):
+            return f"RDTFilter: the flavor's rdt: extra specs: {req}"
+        counts: dict[str, int] = {}
+        for h in hosts:
+            state = hoststate.HostRdtState.from_stats(h.stats)
+            if state is None:
+                why = "no RDT state published (no RDT, or resctrl lost)"
+            else:
+                why = planner.fits_anywhere(state, req, r.placement) or \
+                    "no room on the host cells Nova's NUMA fit gives"
+            counts[why] = counts.get(why, 0) + 1
+        parts = [f"{n} host{'s' if n > 1 else ''}: {why}"
+                 for why, n in sorted(counts.items(),
+                                      key=lambda kv: (-kv[1], kv[0]))]
+        return "RDTFilter: no host can give this flavor's rdt: request (" \
+            + "; ".join(parts) + ")"
 
     def _passes(self, host_state, r: _Request) -> bool:
         req = r.req

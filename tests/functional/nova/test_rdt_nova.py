@@ -154,7 +154,14 @@ class TestBootAndFilter(RdtNovaTestBase):
         self._run_periodics()
         server = self.boot(self.flavor(**{"rdt:l3_cache_ways": "3"}),
                            state="ERROR")
-        self.assertIn("No valid host", server["fault"]["message"])
+        # nova-rdt's reason is in the fault the tenant reads, with no
+        # host name in it (Nova's own text says only "not enough hosts").
+        message = server["fault"]["message"]
+        self.assertIn("No valid host", message)
+        self.assertIn("RDTFilter: no host can give this flavor's rdt: "
+                      "request (1 host: ", message)
+        self.assertIn("3", message)
+        self.assertNotIn("rdt1", message)
         self.boot(self.flavor(**{"rdt:l3_cache_ways": "2"}))
 
     def test_bad_specs_get_400_naming_the_key_and_change_nothing(self):
