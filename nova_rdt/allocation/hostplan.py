@@ -20,6 +20,7 @@ import dataclasses
 from nova_rdt import naming
 from nova_rdt.allocation import placement
 from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
 
 # libvirt's cache types as resctrl resources, and back.
@@ -46,7 +47,7 @@ class Ownership:
     foreign: tuple[str, ...]         # everything else but the root
 
 
-def ownership(view, prefix: str, domains: Mapping[str, str],
+def ownership(view: HostView, prefix: str, domains: Mapping[str, str],
               class_names: Iterable[str]) -> Ownership:
     """Sort the view's control groups.
 
@@ -75,7 +76,7 @@ def _masks(schemata: Mapping[str, Mapping[int, int]],
     return {r: dict(schemata.get(r, {})) for r in resources}
 
 
-def host_of(view, owners: Ownership, pmd_base: Schemata | None,
+def host_of(view: HostView, owners: Ownership, pmd_base: Schemata | None,
             pmd_cos: bool, cache_cpus: Mapping[int, frozenset[int]]
             | None = None) -> placement.Host:
     """The fixed part of the layout: rules, the host's ways, foreign
@@ -120,7 +121,7 @@ def host_of(view, owners: Ownership, pmd_base: Schemata | None,
         pmd_ids=pmd_ids, clos=max(clos, 0))
 
 
-def live_masks(view, owners: Ownership
+def live_masks(view: HostView, owners: Ownership
                ) -> tuple[dict[str, placement.PerId],
                           dict[str, placement.PerId]]:
     """(uuid -> masks, class -> masks) as resctrl holds them now.
@@ -132,14 +133,15 @@ def live_masks(view, owners: Ownership
     res = placed_resources(view.caps)
     by_name = {g.name: g for g in view.groups}
     root = by_name["/"].schemata
-    inst = {}
+    inst: dict[str, placement.PerId] = {}
     for u, g in owners.instances.items():
         masks = _masks(by_name[g].schemata, res)
         inst[u] = {r: {cid: m for cid, m in per.items()
                        if m != root.get(r, {}).get(cid)}
                    for r, per in masks.items()}
-    cls = {c: _masks(by_name[g].schemata, res)
-           for c, g in owners.classes.items()}
+    cls: dict[str, placement.PerId] = {
+        c: _masks(by_name[g].schemata, res)
+        for c, g in owners.classes.items()}
     return inst, cls
 
 

@@ -10,11 +10,13 @@ change of its content.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Sequence
 import dataclasses
 import json
 from typing import Any
 
 from nova_rdt import naming
+from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
@@ -25,7 +27,10 @@ STATS_KEY = "rdt"
 DEGRADED_STAT = "rdt_degraded"
 # 2: the compact form, with free runs, RMIDs, host cells and classes.
 # 3: the PMD COS rule (its span per cache id that holds PMD cores, and
-#    what a sharer can get beside what anyone else can) and sparse masks.
+#    what a sharer can get beside what anyone else can) and sparse masks;
+#    later, as an optional seventh field per cache id, the groups the
+#    compute may move to make room (older readers ignore it and see the
+#    room it gives in the room fields).
 STATS_VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
 
@@ -59,6 +64,12 @@ class CacheIdState:
     (:mod:`nova_rdt.allocation.placement`): a sharer keeps the span of
     ``pmd_want`` and its own ways one run over nobody else's ways (any
     ways under sparse masks); anyone else stays out of that span.
+
+    ``movable``: per type, the masks (inside ``used``) of the groups the
+    compute's planner moves when a demand needs their place -- its class
+    groups, and with ``[rdt] compaction`` the instances it may move.  The
+    room offered then is what the planner reaches with those moves, so
+    the filter passes the hosts the compute would accept.
     """
 
     id: int
@@ -70,6 +81,8 @@ class CacheIdState:
     sparse: bool = False          # the kernel takes non-contiguous masks
     pmd: bool = False
     pmd_want: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    movable: Mapping[str, tuple[int, ...]] = dataclasses.field(
+        default_factory=dict)
 
     def free_mask(self, kind: str) -> int:
         return ~self.used[kind] & cbm.full_mask(self.cbm_len)
@@ -85,7 +98,72 @@ class CacheIdState:
     def room(self, kind: str, sharer: bool = False) -> int:
         """The most ways one new group can get here, by the placement
         planner's rules: anyone outside the PMD span, a PMD sharer
-        (``rdt:pmd_share=true``) inside it or next to it."""
+        (``rdt:pmd_share=true``) inside it or next to it; with the
+        movable groups moved where that makes more."""
+        still = self._room_in_place(kind, sharer)
+        if not self.movable.get(kind):
+            return still
+        # Moves rearrange ways, they make none: nothing beyond the ways
+        # no fixed group holds.  Asked of the planner from the top down,
+        # as the compute will ask it (a few calls, once per publication).
+        host, book = self.planner_input(kind, clos=1)
+        res = _RESOURCE_OF_TYPE[kind]
+        blocked = host.host_ways[res][self.id]
+        for r in book.values():
+            blocked |= (r.masks or {})[res][self.id]
+        for n in range(cbm.popcount(cbm.full_mask(self.cbm_len) & ~blocked),
+                       still, -1):
+            new = placement.Reservation(
+                PROBE, {res: {self.id: n}}, pmd_share=sharer and self.pmd)
+            try:
+                placement.place(host, book, {}, new, compaction=True)
+            except placement.NoPlacement:
+                continue
+            return n
+        return still
+
+    def planner_input(self, kind: str, clos: int
+                      ) -> tuple[placement.Host,
+                                 dict[str, placement.Reservation]]:
+        """This cache id and type as the placement planner's host, and
+        the groups it may move as its reservations.
+
+        What anyone holds is the host's, but the movable groups; what the
+        PMD COS wants (its base and the sharers that stay) is its base,
+        so a new sharer goes next to them.  A movable group inside the
+        PMD COS is a sharer and stays one wherever it goes.
+        """
+        res = _RESOURCE_OF_TYPE[kind]
+        want = self.pmd_want.get(kind, 0) if self.pmd else 0
+        holes = self.pmd_cover(kind) & ~want
+        book: dict[str, placement.Reservation] = {}
+        moving = 0
+        for i, m in enumerate(self.movable.get(kind, ())):
+            if not self._valid(m):
+                continue                # not the planner's to move: kept
+            book[movable_name(i)] = placement.Reservation(
+                movable_name(i), {res: {self.id: cbm.popcount(m)}},
+                masks={res: {self.id: m}},
+                pmd_share=bool(want) and m & want == m)
+            moving |= m
+        host = placement.Host(
+            resources={res: placement.Resource(self.cbm_len, self.min_ways,
+                                               self.sparse)},
+            ids={res: (self.id,)},
+            host_ways={res: {self.id: self.used[kind] & ~holes & ~moving}},
+            pmd_base={res: {self.id: want & ~moving}} if self.pmd else {},
+            pmd_ids=frozenset({self.id}) if self.pmd else None,
+            clos=max(clos, 1) + len(book))
+        return host, book
+
+    def _valid(self, mask: int) -> bool:
+        """Whether the kernel would take ``mask`` here."""
+        return (mask >> self.cbm_len == 0
+                and cbm.popcount(mask) >= self.min_ways
+                and (self.sparse or cbm.is_contiguous(mask)))
+
+    def _room_in_place(self, kind: str, sharer: bool) -> int:
+        """:meth:`room` with every group where it is."""
         full = cbm.full_mask(self.cbm_len)
         used = self.used[kind]
         want = self.pmd_want.get(kind, 0) if self.pmd else 0
@@ -106,6 +184,29 @@ class CacheIdState:
         """The most ways a group that does not share with the PMDs (a
         class's, or an instance's) can get here."""
         return self.room(kind)
+
+
+# The demand's name in the placement planner's answers (and refusals,
+# which reach an instance's fault).
+PROBE = "being scheduled"
+
+
+def movable_name(i: int) -> str:
+    """The planner's name for ``CacheIdState.movable``'s ``i``-th mask."""
+    return f"movable-{i}"
+
+
+def _l3_entry(c: CacheIdState, kinds: tuple[str, ...]) -> list[Any]:
+    entry: list[Any] = [
+        c.id, caps_mod.format_cpu_list(c.cpus),
+        [f"{c.used[k]:x}" for k in kinds],
+        [c.room(k) for k in kinds],
+        [c.room(k, sharer=True) for k in kinds],
+        [f"{c.pmd_want.get(k, 0):x}" for k in kinds] if c.pmd else None]
+    if any(c.movable.values()):
+        entry.append([[f"{m:x}" for m in c.movable.get(k, ())]
+                      for k in kinds])
+    return entry
 
 
 def span(mask: int) -> int:
@@ -236,27 +337,89 @@ class HostRdtState:
                     f"{mb.min}-{mb.max or 100}")
         return None
 
+    def with_movable(self, masks: Mapping[int, Mapping[str, Sequence[int]]]
+                     ) -> HostRdtState:
+        """This state with the masks of the groups the compute may move
+        (cache id -> type -> masks); masks not held here are left out."""
+        cache = dict(self.cache)
+        for cid, by_type in masks.items():
+            c = cache.get(cid)
+            if c is None:
+                continue
+            movable = {k: tuple(m for m in ms
+                                if m and m & c.used.get(k, 0) == m)
+                       for k, ms in by_type.items()}
+            cache[cid] = dataclasses.replace(
+                c, movable={k: ms for k, ms in movable.items() if ms})
+        return dataclasses.replace(self, cache=cache)
+
+    def with_moves(self, moved: Mapping[int, Mapping[str, tuple[int, ...]]]
+                   ) -> HostRdtState:
+        """This state after the planner moved movable groups: cache id ->
+        type -> their new masks, in ``movable``'s order.  A sharer stays
+        one, and the PMD COS spans where the sharers are now (the compute
+        writes it with the move)."""
+        if not moved:
+            return self
+        cache = dict(self.cache)
+        for cid, by_type in moved.items():
+            c = cache[cid]
+            used, want = dict(c.used), dict(c.pmd_want)
+            movable = dict(c.movable)
+            for kind, new in by_type.items():
+                old = c.movable[kind]
+                w = want.get(kind, 0)
+                # All old places go before any new one comes: a group may
+                # move onto the ways another left.
+                sharers = [(was, now) for was, now in zip(old, new,
+                                                          strict=True)
+                           if w and was & w == was]
+                for was in old:
+                    used[kind] &= ~was
+                for was, _now in sharers:
+                    w &= ~was
+                for now in new:
+                    used[kind] |= now
+                for _was, now in sharers:
+                    w |= now
+                if w:
+                    want[kind] = w
+                movable[kind] = tuple(new)
+            c = dataclasses.replace(c, used=used, pmd_want=want,
+                                    movable=movable)
+            if c.pmd:
+                c = dataclasses.replace(c, used={
+                    k: m | c.pmd_cover(k) for k, m in used.items()})
+            cache[cid] = c
+        return dataclasses.replace(self, cache=cache)
+
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
                         clos: int = 1, pmd_share: bool = False,
-                        rmids: int | None = None) -> HostRdtState:
+                        rmids: int | None = None,
+                        movable: bool = False) -> HostRdtState:
         """This state after an allocation of ``masks`` and ``clos`` CLOS.
 
         ``pmd_share``: the masks are a PMD sharer's, so the PMD COS spans
         them too on the cache ids where its rule holds.  ``rmids``: the
         RMIDs the allocation takes on a monitoring host (one per CLOS
-        unless told: every new group has one).
+        unless told: every new group has one).  ``movable``: the compute
+        may move the new group (a class group) to make room.
         """
         cache = dict(self.cache)
         for cid, by_type in masks.items():
             c = cache[cid]
             used = dict(c.used)
             want = dict(c.pmd_want)
+            moves = dict(c.movable)
             for kind, mask in by_type.items():
                 used[kind] |= mask
+                if movable and mask:
+                    moves[kind] = (*moves.get(kind, ()), mask)
                 if pmd_share and c.pmd:
                     want[kind] = want.get(kind, 0) | mask
             c = dataclasses.replace(
-                c, used=used, pmd_want={k: m for k, m in want.items() if m})
+                c, used=used, pmd_want={k: m for k, m in want.items() if m},
+                movable=moves)
             if pmd_share and c.pmd:
                 # The PMD COS is written over its whole span: holes in it
                 # are the sharers' from now on, no one else's.
@@ -305,14 +468,11 @@ class HostRdtState:
             "rmid": [self.rmids, self.rmids_free],
             "mon": sorted(self.monitoring),
             # [id, cpus, used masks (hex), room, room for a PMD sharer,
-            # the PMD COS's wanted ways (hex; null: no PMD rule here)],
-            # all but the id, cpus and rule per type in cache_types order.
-            "l3": [[c.id, caps_mod.format_cpu_list(c.cpus),
-                    [f"{c.used[k]:x}" for k in kinds],
-                    [c.room(k) for k in kinds],
-                    [c.room(k, sharer=True) for k in kinds],
-                    [f"{c.pmd_want.get(k, 0):x}" for k in kinds]
-                    if c.pmd else None]
+            # the PMD COS's wanted ways (hex; null: no PMD rule here),
+            # and only when there are any, the movable groups' masks
+            # (hex)], all but the id, cpus and rule per type in
+            # cache_types order.
+            "l3": [_l3_entry(c, kinds)
                    for c in (self.cache[cid] for cid in order)],
             # [cell, cpus, indexes into l3 of the cache ids it uses]
             "cells": [[cell, caps_mod.format_cpu_list(cpus),
@@ -358,6 +518,7 @@ class HostRdtState:
                 # Version 2 has no sparse flag and no PMD rule.
                 sparse = bool(g[4]) if version >= 3 else False
                 want = entry[5] if version >= 3 else None
+                moving = entry[6] if len(entry) > 6 else None
                 cache[int(cid)] = CacheIdState(
                     id=int(cid),
                     cpus=frozenset(caps_mod.parse_cpu_list(cpus)),
@@ -368,7 +529,11 @@ class HostRdtState:
                     pmd_want={} if want is None else {
                         k: int(m, 16) for k, m in zip(kinds, want,
                                                       strict=True)
-                        if int(m, 16)})
+                        if int(m, 16)},
+                    movable={} if not moving else {
+                        k: tuple(int(m, 16) for m in ms)
+                        for k, ms in zip(kinds, moving, strict=True)
+                        if ms})
             classes = None
             if "cls" in doc:
                 classes = {name: ClassState(name, int(ways), mb_,

@@ -238,11 +238,20 @@ def decide(state: hoststate.HostRdtState, d: Demand,
     """The masks the compute decides for ``d`` on ``state``.
 
     The placement planner's own choice, with everything already on the
-    host held where it is: the host's ways and every other group's as
-    fixed, the PMD COS's base and sharers as its wanted ways.  Raises
-    CannotHonour, saying why, when no valid placement exists (the same
-    CLOS and RMID rules as :func:`place`).
+    host held where it is but the groups the compute may move (its class
+    groups; instances under ``[rdt] compaction``), which move only when
+    the demand needs their place.  Raises CannotHonour, saying why, when
+    no valid placement exists (the same CLOS and RMID rules as
+    :func:`place`).
     """
+    return _decide(state, d, pmd_share)[0]
+
+
+def _decide(state: hoststate.HostRdtState, d: Demand, pmd_share: bool
+            ) -> tuple[dict[int, dict[str, int]],
+                       dict[int, dict[str, tuple[int, ...]]]]:
+    """:func:`decide`, and where the movable groups are after it (cache
+    id -> type -> their masks, in ``CacheIdState.movable``'s order)."""
     if d.needs_clos and state.clos_free < 1:
         raise CannotHonour("no free CLOS (class of service) left on this "
                            "host")
@@ -250,43 +259,31 @@ def decide(state: hoststate.HostRdtState, d: Demand,
             and state.rmids_free < 1:
         raise CannotHonour("no free RMID (monitoring ID) left on this host")
     masks: dict[int, dict[str, int]] = {}
+    moved: dict[int, dict[str, tuple[int, ...]]] = {}
     for cid, per in sorted(d.cache.items()):
         c = state.cache[cid]
         for kind, ways in sorted(per.items()):
             res = _RESOURCE_OF_KIND[kind]
-            host = _placement_host(c, kind, res, state.clos_free)
+            host, book = c.planner_input(kind, state.clos_free)
             new = placement_mod.Reservation(
-                _NEW, {res: {cid: ways}}, pmd_share=pmd_share)
+                hoststate.PROBE, {res: {cid: ways}}, pmd_share=pmd_share)
             try:
-                plan = placement_mod.place(host, {}, {}, new)
+                plan = placement_mod.place(host, book, {}, new,
+                                           compaction=bool(book))
             except placement_mod.NoPlacement as e:
                 raise CannotHonour(str(e)) from None
-            masks.setdefault(cid, {})[kind] = plan.instances[_NEW][res][cid]
-    return masks
+            masks.setdefault(cid, {})[kind] = \
+                plan.instances[hoststate.PROBE][res][cid]
+            if plan.moved:
+                moved.setdefault(cid, {})[kind] = tuple(
+                    plan.instances[hoststate.movable_name(i)][res][cid]
+                    if hoststate.movable_name(i) in book else m
+                    for i, m in enumerate(c.movable[kind]))
+    return masks, moved
 
-
-# The demand's name in the placement planner's refusals, which reach the
-# instance's fault.
-_NEW = "being scheduled"
 
 _RESOURCE_OF_KIND = {hoststate.BOTH: "L3", "code": "L3CODE",
                      "data": "L3DATA"}
-
-
-def _placement_host(c: hoststate.CacheIdState, kind: str, res: str,
-                    clos: int) -> placement_mod.Host:
-    """One cache id and type as the placement planner's host: what is
-    held is the host's, what the PMD COS wants is its base."""
-    want = c.pmd_want.get(kind, 0) if c.pmd else 0
-    holes = c.pmd_cover(kind) & ~want
-    return placement_mod.Host(
-        resources={res: placement_mod.Resource(c.cbm_len, c.min_ways,
-                                               c.sparse)},
-        ids={res: (c.id,)},
-        host_ways={res: {c.id: c.used[kind] & ~holes}},
-        pmd_base={res: {c.id: want}} if c.pmd else {},
-        pmd_ids=frozenset({c.id}) if c.pmd else None,
-        clos=max(clos, 1))
 
 
 def class_problem(state: hoststate.HostRdtState, name: str) -> str | None:
@@ -415,8 +412,10 @@ def taken(state: hoststate.HostRdtState, request: spec.RdtRequest,
         ways = {cid: {kind: max(c.l3_ways, cache.min_ways)
                       for kind in state.cache_types}
                 for cid, cache in state.cache.items()}
-        made = state.with_allocation(
-            decide(state, Demand(frozenset(), ways, {}, False)))
+        masks, moved = _decide(state, Demand(frozenset(), ways, {}, False),
+                               False)
+        made = state.with_moves(moved).with_allocation(masks,
+                                                       movable=True)
         return dataclasses.replace(made, classes={
             **(state.classes or {}),
             c.name: dataclasses.replace(c, exists=True)})
@@ -428,8 +427,8 @@ def taken(state: hoststate.HostRdtState, request: spec.RdtRequest,
                                            in state.cache.items()}
     d = demand(request, placement.vcpus, cells, state, host_cell_cpus,
                False)
-    masks = decide(state, d, request.pmd_share)
-    return state.with_allocation(
+    masks, moved = _decide(state, d, request.pmd_share)
+    return state.with_moves(moved).with_allocation(
         masks, clos=1 if d.needs_clos else 0, pmd_share=request.pmd_share,
         rmids=1 if d.needs_clos or d.monitor else 0)
 

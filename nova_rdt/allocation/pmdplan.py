@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import dataclasses
 
 from nova_rdt import naming
+from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 
@@ -178,7 +179,8 @@ def plan(resources: Mapping[str, list[int]], base: Schemata | None,
                    tuple(sorted(dropped)), absorbed)
 
 
-def for_groups(caps, groups: Mapping[str, Schemata], prefix: str,
+def for_groups(caps: caps_mod.Capabilities,
+               groups: Mapping[str, Schemata], prefix: str,
                sharers: Mapping[str, str], base: Schemata | None,
                pmd_ids: Collection[int] | None,
                keep_free: Schemata | None = None) -> PmdPlan:

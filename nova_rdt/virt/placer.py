@@ -171,7 +171,21 @@ class Placer:
                         state = dataclasses.replace(state, classes={
                             **state.classes, name: dataclasses.replace(
                                 state.classes[name], exists=True)})
-            return state
+            # What the planner moves to make room is published as such,
+            # so the filter passes a host where only a move makes room.
+            reservations, groups = self._inputs(view)[2:]
+            moving = [g.masks for g in groups.values() if g.masks]
+            if self.compaction:
+                moving += [r.masks for u, r in reservations.items()
+                           if u != exclude and r.movable and r.masks
+                           and r.rdt_class is None]
+            by_id: dict[int, dict[str, list[int]]] = {}
+            for masks in moving:
+                for cid, per in _by_kind(masks).items():
+                    for kind, mask in per.items():
+                        by_id.setdefault(cid, {}).setdefault(
+                            kind, []).append(mask)
+            return state.with_movable(by_id)
 
     @contextlib.contextmanager
     def starting(self):

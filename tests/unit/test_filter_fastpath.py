@@ -16,6 +16,7 @@ import pytest
 
 nova = pytest.importorskip("nova", reason="needs nova (the nova extra)")
 
+from nova import exception  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 
@@ -390,8 +391,41 @@ def test_filter_all_agrees_with_host_passes_and_skips_rebuilds():
     assert list(f.filter_all(hosts, want)) == \
         [h for h in hosts if f.host_passes(h, want)] == hosts[:1]
     assert list(f.filter_all(hosts, spec_obj({}))) == hosts
-    assert list(f.filter_all(hosts, spec_obj(
-        {"rdt:l3_cache_ways": "lots"}))) == []
+    with pytest.raises(exception.NoValidHost, match="rdt:l3_cache_ways"):
+        f.filter_all(hosts, spec_obj({"rdt:l3_cache_ways": "lots"}))
     rebuild = spec_obj({"rdt:l3_cache_ways": "4"})
     rebuild.scheduler_hints = {"_nova_check_type": ["rebuild"]}
     assert list(f.filter_all(hosts, rebuild)) == hosts
+
+
+def test_no_host_left_says_why_per_host_without_host_names():
+    """A single instance that no host can take: Nova's NoValidHost, with
+    each host's reason counted and no host named (the fault is the
+    tenant's to read)."""
+    f = rdt_filter.RDTFilter()
+    hosts = [host_state(s.to_stats()) for s in (
+        state(used=(0x7ff, 0x3)), state(used=(0x7ff, 0x3)),
+        state(clos_free=0))]
+    hosts.append(host_state({"uptime": "1"}))
+    for i, hs in enumerate(hosts):
+        hs.host = hs.nodename = f"secret-host-{i}"
+    with pytest.raises(exception.NoValidHost) as ctx:
+        f.filter_all(hosts, spec_obj({"rdt:l3_cache_ways": "4"}))
+    message = str(ctx.value)
+    assert "RDTFilter: no host can give this flavor's rdt: request (" \
+        in message
+    assert "2 hosts: L3 cache id 0: no room for 4 ways of instance being " \
+        "scheduled" in message
+    assert "1 host: no free CLOS" in message
+    assert "1 host: no RDT state published" in message
+    assert "secret-host" not in message
+
+
+def test_a_multi_create_keeps_novas_own_no_valid_host():
+    """Later instances of a multi-create hold claims that only Nova's
+    own NoValidHost path gives back: the filter just passes no host."""
+    f = rdt_filter.RDTFilter()
+    hosts = [host_state(state(clos_free=0).to_stats())]
+    want = spec_obj({"rdt:l3_cache_ways": "4"})
+    want.num_instances = 3
+    assert f.filter_all(hosts, want) == []

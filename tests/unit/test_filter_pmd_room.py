@@ -56,10 +56,22 @@ def caches(draw, n=None):
         used &= ~hoststate.span(want) | want      # nobody else in the span
         if draw(st.integers(0, 3)):
             used |= hoststate.span(want)          # the PMD group's mask
+    min_ways = draw(st.integers(1, 2))
+    # Groups the compute may move (class groups, instances under
+    # compaction): runs of the other groups' ways, outside the span.
+    movable = []
+    if draw(st.integers(0, 2)):
+        region = used & ~host & ~hoststate.span(want or 0)
+        for r in cbm.runs(region):
+            if r.length >= min_ways and draw(st.integers(0, 2)):
+                ln = draw(st.integers(min_ways, r.length))
+                start = draw(st.integers(r.start, r.start + r.length - ln))
+                movable.append(cbm.Run(start, ln).mask)
     return hoststate.CacheIdState(
-        0, frozenset({0}), n, 1 << 20, draw(st.integers(1, 2)),
+        0, frozenset({0}), n, 1 << 20, min_ways,
         {hoststate.BOTH: used}, sparse=draw(st.integers(0, 2)) == 0,
         pmd=want is not None, pmd_want={hoststate.BOTH: want} if want
+        else {}, movable={hoststate.BOTH: tuple(movable)} if movable
         else {})
 
 
@@ -85,9 +97,45 @@ def test_room_is_exactly_what_the_placement_planner_finds(c):
             assert ways <= room, (sharer, ways, room)
             mask = masks[0][hoststate.BOTH]
             assert cbm.popcount(mask) == ways
-            assert mask & c.used[hoststate.BOTH] & ~(
+            moving = 0
+            for m in c.movable.get(hoststate.BOTH, ()):
+                moving |= m
+            assert mask & c.used[hoststate.BOTH] & ~moving & ~(
                 c.pmd_cover(hoststate.BOTH)
                 & ~c.pmd_want.get(hoststate.BOTH, 0)) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(c=caches(), ways=st.integers(1, 6), share=st.booleans(),
+       n=st.integers(1, 3))
+def test_moves_are_carried_into_the_next_instance(c, ways, share, n):
+    """A multi-create's later instances are judged on the host after the
+    earlier ones and the moves they needed: each step's masks are
+    pairwise disjoint with every fixed group, and the moved groups keep
+    their sizes."""
+    s = _host(c)
+    r = spec.parse({"rdt:l3_cache_ways": str(ways),
+                    "rdt:pmd_share": "true" if share else "false"}, 4, 1)
+    p = planner.Placement(4)
+    sizes = sorted(cbm.popcount(m)
+                   for m in c.movable.get(hoststate.BOTH, ()))
+    for _ in range(n):
+        try:
+            after = planner.taken(s, r, p)
+        except planner.CannotHonour:
+            return
+        ca = after.cache[0]
+        assert sorted(cbm.popcount(m) for m in
+                      ca.movable.get(hoststate.BOTH, ())) == sizes
+        moved = ca.movable.get(hoststate.BOTH, ())
+        for i, m in enumerate(moved):
+            assert m & ca.used[hoststate.BOTH] == m
+            for o in moved[i + 1:]:
+                assert m & o == 0
+        # The new group's ways are now used: the room shrank by them.
+        assert ca.room(hoststate.BOTH, share) <= \
+            s.cache[0].room(hoststate.BOTH, share)
+        s = after
 
 
 @st.composite

@@ -154,11 +154,10 @@ class TestClassMovesForASharer(PlacementBase):
         with open(os.path.join(group, "schemata"), "w") as f:
             f.write("L3:0=100;1=100\n")
         self._delete_server(plain)
-        # Forced to the host: what the compute decides is under test here
-        # (the scheduler's view of movable classes is the filter's).
+        # Not forced to the host: the filter sees the class as movable in
+        # what the host publishes, and passes it.
         sharer = self.boot(self.flavor(**{"rdt:l3_cache_ways": "6",
-                                          "rdt:pmd_share": "true"}),
-                           az="nova:rdt1")
+                                          "rdt:pmd_share": "true"}))
         masks = self.group_of("rdt1", sharer)
         be = self.groups("rdt1")["nova-rdt-class-be"]
         for cid in (0, 1):
@@ -242,7 +241,9 @@ class TestCompaction(PlacementBase):
         self.boot(four, state="ERROR")
         self.flags(compaction=True, group="rdt")
         self.restart_compute_service("rdt1")
-        new = self.boot(four, az="nova:rdt1")
+        # The scheduler decides: the host publishes what compaction can
+        # reach.
+        new = self.boot(four)
         moved = self.group_of("rdt1", middle)
         self.assertNotEqual(before, moved)
         mine = self.group_of("rdt1", new)
@@ -255,8 +256,9 @@ class TestCompaction(PlacementBase):
         self.flags(compaction=True, group="rdt")
         self.start_rdt_compute("rdt1")
         self._fragment(slo="latency")
-        self.boot(self.flavor(**{"rdt:l3_cache_ways": "4"}), state="ERROR",
-                  az="nova:rdt1")
+        refused = self.boot(self.flavor(**{"rdt:l3_cache_ways": "4"}),
+                            state="ERROR")
+        self.assertIn("RDTFilter", refused["fault"]["message"])
         self.assertEqual(0, self.placer("rdt1").compaction_moves)
 
 
