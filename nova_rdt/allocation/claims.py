@@ -1,12 +1,10 @@
-"""Ways promised to instances that libvirt has not allocated yet.
+"""Which instances hold a claim whose libvirt group does not exist yet.
 
-Between the driver writing an instance's ``<cachetune>`` and libvirt
-creating its resctrl group there is a window (image, network plugging,
-vif-plugged events) in which parallel builds on the same host would all
-see the same free ways.  Each build therefore claims its ways here, and
-every later plan is made against resctrl's live state *plus* the claims
-whose libvirt group does not exist yet.  Once libvirt's group shows up in
-resctrl it carries the allocation itself and the claim stops counting.
+The claim's *positions* are the placement plan's, kept by the compute's
+:class:`~nova_rdt.virt.placer.Placer`.  This ledger keeps only who
+claimed what, and when: a claim precedes its domain's definition by the
+build's plugging time, and one whose domain never appears (a failed
+migration, a build that died) is forgotten after a grace period.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import threading
 import time
 
 from nova_rdt import naming
-from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import planner
 
 
@@ -60,50 +57,6 @@ class ClaimLedger:
                        and c.demand.needs_clos
                        and c.domain_name not in allocated_names),
                       key=lambda c: c.seq)
-
-    def placements(self, live: hoststate.HostRdtState,
-                   allocated_names: Container[str], exclude: str | None = None
-                   ) -> tuple[hoststate.HostRdtState,
-                              list[tuple[Claim, dict[int, dict[str, int]]]]]:
-        """``live`` with every pending claim laid on in claim order, and
-        the masks libvirt is predicted to give each of them."""
-        state = live
-        placed = []
-        for c in self.pending(allocated_names, exclude):
-            try:
-                masks = planner.place(state, c.demand)
-            except planner.CannotHonour:
-                # The host changed under the claim (a foreign group took
-                # the ways).  libvirt will refuse that start; the claim
-                # must not also block everyone else.
-                continue
-            state = state.with_allocation(masks)
-            placed.append((c, masks))
-        return state, placed
-
-    def effective(self, live: hoststate.HostRdtState,
-                  allocated_names: Container[str],
-                  exclude: str | None = None) -> hoststate.HostRdtState:
-        """``live`` with every pending claim laid on in claim order."""
-        return self.placements(live, allocated_names, exclude)[0]
-
-    def claim(self, instance_uuid: str, domain_name: str,
-              d: planner.Demand, live: hoststate.HostRdtState,
-              allocated_names: Container[str], pmd_share: bool = False
-              ) -> dict[int, dict[str, int]]:
-        """Plan ``d`` against live state and pending claims; record it.
-
-        An instance's earlier claim (hard reboot, rescue, resize to the
-        same host) is replaced, not added to.  Raises CannotHonour.
-        """
-        with self._lock:
-            state = self.effective(live, allocated_names,
-                                   exclude=instance_uuid)
-            masks = planner.place(state, d)
-            self._claims[instance_uuid] = Claim(
-                instance_uuid, domain_name, d, next(self._seq),
-                self._clock(), pmd_share)
-            return masks
 
     def record(self, instance_uuid: str, domain_name: str,
                d: planner.Demand, pmd_share: bool = False) -> None:

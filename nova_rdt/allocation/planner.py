@@ -6,8 +6,8 @@ NUMA nodes there are) and the driver (which knows the exact pinning).
 places them by the compute's own rules
 (:mod:`nova_rdt.allocation.placement`: PMD sharers next to the PMD COS,
 everyone else away from it), which :func:`fits_anywhere` and
-:class:`HostSummary` answer for the filter.  :func:`place` is libvirt's
-own best fit: what libvirt picks for a domain nobody placed.
+:class:`HostSummary` answer for the filter.  Nothing here predicts
+libvirt's own choice: the compute writes what :func:`decide` decides.
 """
 
 from __future__ import annotations
@@ -201,38 +201,6 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
     return Demand(covered, cache, mb, monitor)
 
 
-def place(state: hoststate.HostRdtState, d: Demand
-          ) -> dict[int, dict[str, int]]:
-    """The masks libvirt will choose for ``d`` on ``state``.
-
-    Raises CannotHonour, naming the cache id and its free runs, when the
-    free ways are too few or too fragmented, or no CLOS is left.
-    """
-    if d.needs_clos and state.clos_free < 1:
-        raise CannotHonour("no free CLOS (class of service) left on this "
-                           "host")
-    if (d.needs_clos or d.monitor) and state.mon_capable \
-            and state.rmids_free < 1:
-        # The kernel gives every new group an RMID (mkdir: ENOSPC "Out of
-        # RMIDs"); libvirt's own monitor reuses its allocation's group.
-        raise CannotHonour("no free RMID (monitoring ID) left on this host")
-    masks: dict[int, dict[str, int]] = {}
-    for cid, per in sorted(d.cache.items()):
-        c = state.cache[cid]
-        for kind, ways in sorted(per.items()):
-            mask = cbm.best_fit(c.free_mask(kind), ways)
-            if mask is None:
-                runs = [r.length for r in
-                        cbm.free_runs(c.used[kind], c.cbm_len)]
-                raise CannotHonour(
-                    f"not enough contiguous free L3 ways on cache id {cid}"
-                    f"{'' if kind == hoststate.BOTH else ' (' + kind + ')'}"
-                    f": {ways} needed, free runs "
-                    f"{', '.join(map(str, runs)) or 'none'}")
-            masks.setdefault(cid, {})[kind] = mask
-    return masks
-
-
 def decide(state: hoststate.HostRdtState, d: Demand,
            pmd_share: bool = False) -> dict[int, dict[str, int]]:
     """The masks the compute decides for ``d`` on ``state``.
@@ -241,8 +209,8 @@ def decide(state: hoststate.HostRdtState, d: Demand,
     host held where it is but the groups the compute may move (its class
     groups; instances under ``[rdt] compaction``), which move only when
     the demand needs their place.  Raises CannotHonour, saying why, when
-    no valid placement exists (the same CLOS and RMID rules as
-    :func:`place`).
+    no valid placement exists, or no CLOS or (on a monitoring host) no
+    RMID is left: the kernel gives every new group one.
     """
     return _decide(state, d, pmd_share)[0]
 

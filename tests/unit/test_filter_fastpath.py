@@ -308,10 +308,10 @@ def test_rmids_are_counted_and_taken_by_allocations():
     s = state(rmids_free=1)
     d = planner.demand(spec.parse({"rdt:l3_cache_ways": "2"}, 4), 4, None,
                        s, {}, False)
-    after = s.with_allocation(planner.place(s, d))
+    after = s.with_allocation(planner.decide(s, d))
     assert after.rmids_free == 0
     with pytest.raises(planner.CannotHonour, match="RMID"):
-        planner.place(after, d)
+        planner.decide(after, d)
 
 
 CELLS = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}

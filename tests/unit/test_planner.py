@@ -56,7 +56,8 @@ def test_unpinned_instance_needs_every_cache_id():
     s = state()
     d = planner.demand(req(l3_cache_ways=4), 4, None, s, {}, False)
     assert d.cache == {0: {"both": 4}, 1: {"both": 4}}
-    assert planner.place(s, d) == {0: {"both": 0x3c}, 1: {"both": 0x3c}}
+    # The smallest free run, at its low end: above the host's ways.
+    assert planner.decide(s, d) == {0: {"both": 0x3c}, 1: {"both": 0x3c}}
 
 
 def test_pinned_cell_uses_the_l3_of_its_pcpus():
@@ -94,8 +95,9 @@ def test_fragmented_free_ways_do_not_fit_even_if_the_total_would():
     s = state(used=(frag, frag))
     d = planner.demand(req(l3_cache_ways=3), 4, None, s, {}, False)
     with pytest.raises(planner.CannotHonour,
-                       match="cache id 0: 3 needed, free runs 2, 2, 2"):
-        planner.place(s, d)
+                       match="cache id 0: no room for 3 ways .*; free runs "
+                             r"2@2\(c\), 2@5\(60\), 2@8\(300\)"):
+        planner.decide(s, d)
     assert planner.fits_anywhere(s, req(l3_cache_ways=3), P)
     assert planner.fits_anywhere(s, req(l3_cache_ways=2), P) is None
 
@@ -143,7 +145,7 @@ def test_claims_in_sequence_never_overlap(asks):
         d = planner.Demand(frozenset({0}), {0: {"both": ways},
                                             1: {"both": ways}}, {}, False)
         try:
-            masks = planner.place(s, d)
+            masks = planner.decide(s, d)
         except planner.CannotHonour:
             assert s.cache[0].largest_free_run("both") < ways \
                 or s.clos_free < 1
