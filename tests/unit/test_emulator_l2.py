@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import uuid as uuid_mod
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,15 +23,14 @@ from nova_rdt.cmd import main as cli
 from nova_rdt.emulator import mount as emu_mount
 from nova_rdt.emulator import topology
 from nova_rdt.emulator.kernel import KernelError
-from nova_rdt.hook import hookinput
 from nova_rdt.host import prep
 from nova_rdt.host.agent import Agent
-from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl import capabilities
 from nova_rdt.resctrl import cbm
-from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import config as rdt_config
+from tests.hook_host import HookHost
+from tests.hook_host import emulator_fixture
 from tests.kernel_fixtures import KERNELS
 from tests.kernel_fixtures import make_kernel
 from tests.kernel_fixtures import materialize
@@ -111,46 +109,15 @@ def test_library_and_kernel_agree_on_l2_masks(mask, l2_id, kernel):
 
 # -- nova-rdt on the FUSE emulator (issue 33, case 4) ------------------------
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    reason = emu_mount.fuse_unavailable_reason()
-    if reason:
-        pytest.skip(f"FUSE emulator unavailable: {reason}")
-    emu = emu_mount.Emulator(PROFILE, state_dir=str(
-        tmp_path_factory.mktemp("emu")))
-    emu.start()
-    yield emu
-    emu.stop()
+emulator = emulator_fixture(PROFILE)
 
 
-class L2Host:
-    """The emulated host, nova-rdt's agent, and real processes standing
-    in for QEMU (as tests/unit/test_recovery_host.py plays libvirt)."""
+class L2Host(HookHost):
+    """The emulated L2 part, with one class defined in L3 ways."""
 
     def __init__(self, workdir: str, emu: emu_mount.Emulator):
-        self.root = emu.mountpoint
-        self.run_dir = os.path.join(workdir, "run")
-        os.makedirs(self.run_dir)
-        self.settings = HookSettings(
-            resctrl_root=self.root, sysfs_cpu_root=emu.sysfs_cpu,
-            state_path=os.path.join(workdir, "state"),
-            libvirt_qemu_run_dir=self.run_dir,
-            pmd_cos=True, pmd_shared_ways=2, reserved_host_ways=2,
-            classes=(f"{CLASS}:l3_ways=1",),
-            ovsdb_connection=f"unix:{workdir}/no-ovsdb.sock")
-        self.fs = Resctrl(self.root, prefix=PREFIX, sysfs_cpu=emu.sysfs_cpu)
-        self.procs: list[subprocess.Popen] = []
-        self.ids = 0
-
-    def clear(self) -> None:
-        for p in self.procs:
-            p.kill()
-            p.wait()
-        for name in os.listdir(self.root):
-            if os.path.isfile(os.path.join(self.root, name, "schemata")):
-                os.rmdir(os.path.join(self.root, name))
-        with open(os.path.join(self.root, "schemata"), "w") as f:
-            f.write(f"L3:0={L3_FULL:x}\n")
+        super().__init__(workdir, emu, f"L3:0={L3_FULL:x}\n",
+                         classes=(f"{CLASS}:l3_ways=1",))
 
     def prepare(self) -> dict:
         """What nova-compute's start writes: the host layout."""
@@ -162,37 +129,13 @@ class L2Host:
               ) -> subprocess.Popen:
         """libvirt starts a domain: QEMU, its group for a plain or sharing
         VM (written from <cachetune>: an L3 line only), the hook."""
-        proc = subprocess.Popen(["sleep", "3600"])
-        self.procs.append(proc)
-        self.ids += 1
-        if l3_mask is not None:
-            group = os.path.join(self.root, f"qemu-{self.ids}-{name}-vcpus_0")
-            os.mkdir(group)
-            with open(os.path.join(group, "schemata"), "w") as f:
-                f.write(f"L3:0={l3_mask:x}\n")
-            with open(os.path.join(group, "tasks"), "w") as f:
-                f.write(f"{proc.pid}\n")
-        with open(os.path.join(self.run_dir, f"{name}.pid"), "w") as f:
-            f.write(str(proc.pid))
         m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
         m.vcpus = {0}
         m.pmd_share = share
         m.rdt_class = rdt_class
         m.mb = []
-        xml = (f"<domain type='kvm'><name>{name}</name>"
-               f"<uuid>{uuid_mod.uuid4()}</uuid><metadata>{m.to_xml()}"
-               f"</metadata></domain>").encode()
-        event = hookinput.parse([name, "started", "begin", "-"], xml)
-        Agent(self.settings).handle(event)
-        return proc
-
-    def schemata(self, name: str = "") -> Schemata:
-        with open(os.path.join(self.root, name, "schemata")) as f:
-            return Schemata.parse(f.read())
-
-    def tasks(self, name: str) -> set[int]:
-        with open(os.path.join(self.root, name, "tasks")) as f:
-            return {int(t) for t in f.read().split()}
+        schemata = None if l3_mask is None else f"L3:0={l3_mask:x}\n"
+        return self.launch(name, m, schemata)[0]
 
 
 @pytest.fixture

@@ -9,96 +9,40 @@ itself (issue 33, case 13: one sharer used to fill the host).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import uuid as uuid_mod
-
 import pytest
 
 from nova_rdt import naming
-from nova_rdt.emulator import mount as emu_mount
-from nova_rdt.hook import hookinput
 from nova_rdt.host import prep
-from nova_rdt.host.agent import Agent
-from nova_rdt.host.settings import HookSettings
-from nova_rdt.resctrl.groups import Resctrl
-from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import config as rdt_config
+from tests.hook_host import HookHost
+from tests.hook_host import emulator_fixture
 
 PREFIX = "nova-rdt-"
 PMD = naming.pmd_group(PREFIX)
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    reason = emu_mount.fuse_unavailable_reason()
-    if reason:
-        pytest.skip(f"FUSE emulator unavailable: {reason}")
-    emu = emu_mount.Emulator("gold-6252", state_dir=str(
-        tmp_path_factory.mktemp("emu")))
-    emu.start()
-    yield emu
-    emu.stop()
+emulator = emulator_fixture("gold-6252")
 
 
-class Host:
-    """The emulated host and real processes standing in for QEMU; the
-    test plays libvirt (its allocator's choice is given)."""
+class Host(HookHost):
+    """The emulated gold-6252; libvirt's allocator's choice is given."""
 
     def __init__(self, workdir, emu):
-        self.root = emu.mountpoint
-        self.run_dir = os.path.join(workdir, "run")
-        os.makedirs(self.run_dir)
-        self.settings = HookSettings(
-            resctrl_root=self.root, sysfs_cpu_root=emu.sysfs_cpu,
-            state_path=os.path.join(workdir, "state"),
-            libvirt_qemu_run_dir=self.run_dir, pmd_cos=True,
-            pmd_shared_ways=2, reserved_host_ways=2,
-            ovsdb_connection=f"unix:{workdir}/no-ovsdb.sock")
-        self.fs = Resctrl(self.root, prefix=PREFIX, sysfs_cpu=emu.sysfs_cpu)
-        self.procs = []
-        self.ids = 0
-
-    def clear(self):
-        for p in self.procs:
-            p.kill()
-            p.wait()
-        for name in os.listdir(self.root):
-            if os.path.isfile(os.path.join(self.root, name, "schemata")):
-                os.rmdir(os.path.join(self.root, name))
-        with open(os.path.join(self.root, "schemata"), "w") as f:
-            f.write("L3:0=7ff;1=7ff\n")
+        super().__init__(workdir, emu, "L3:0=7ff;1=7ff\n")
 
     def start(self, name, ways, chosen, share=False, decided=None):
         """libvirt starts ``name`` with ``ways`` on both cache ids at its
         ``chosen`` mask; the hook's 'started' follows."""
-        proc = subprocess.Popen(["sleep", "3600"])
-        self.procs.append(proc)
-        self.ids += 1
-        group = f"qemu-{self.ids}-{name}-vcpus_0"
-        os.mkdir(os.path.join(self.root, group))
-        with open(os.path.join(self.root, group, "schemata"), "w") as f:
-            f.write(f"L3:0={chosen:x};1={chosen:x}\n")
-        with open(os.path.join(self.root, group, "tasks"), "w") as f:
-            f.write(f"{proc.pid}\n")
-        with open(os.path.join(self.run_dir, f"{name}.pid"), "w") as f:
-            f.write(str(proc.pid))
         m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
         m.vcpus = {0}
         m.pmd_share = share
         m.cache = [(0, "both", ways), (1, "both", ways)]
         if decided is not None:
             m.masks = {(0, "both"): decided, (1, "both"): decided}
-        xml = (f"<domain type='kvm'><name>{name}</name>"
-               f"<uuid>{uuid_mod.uuid4()}</uuid><metadata>{m.to_xml()}"
-               f"</metadata></domain>").encode()
-        Agent(self.settings).handle(
-            hookinput.parse([name, "started", "begin", "-"], xml))
-        return group
+        return self.launch(name, m, f"L3:0={chosen:x};1={chosen:x}\n")[1]
 
     def l3(self, name=""):
-        with open(os.path.join(self.root, name, "schemata")) as f:
-            return Schemata.parse(f.read()).domains("L3")
+        return self.schemata(name).domains("L3")
 
 
 @pytest.fixture
