@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import sys
+import textwrap
 import warnings
 
 from nova_rdt import cliargs
@@ -58,10 +59,33 @@ class Failure(RuntimeError):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, answering a bad flag with one line instead of the usage."""
+    """argparse, answering a bad flag with one line instead of the usage,
+    and ending a command's --help with what each exit status means."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        codes = self._defaults.get("exit_codes")
+        if codes and not self._subparsers:
+            text += "\n" + exit_status_text(
+                codes, self._get_formatter()._width)
+        return text
+
+
+def exit_status_text(codes: dict, width: int = 79) -> str:
+    """The ``exit status:`` section of a command's --help: one code a
+    line, its meaning wrapped under it (the table of doc/source/cli.rst
+    says the same, from the same declaration)."""
+    lines = ["exit status:"]
+    for code in sorted(codes, key=lambda c: (isinstance(c, str), str(c)
+                                             if isinstance(c, str)
+                                             else f"{c:05d}")):
+        lines += textwrap.wrap(str(codes[code]), width=max(width, 40),
+                               initial_indent=f"  {code!s:<5}",
+                               subsequent_indent=" " * 7)
+    return "\n".join(lines) + "\n"
 
 
 # -- option types: the message names what is allowed; argparse adds the
@@ -108,16 +132,18 @@ def add_root_args(p: argparse.ArgumentParser) -> None:
              "$NOVA_RDT_SYSFS_CPU or %(default)s)")
 
 
-def add_config_args(p: argparse.ArgumentParser, sections: str = "[rdt]"
+def add_config_args(p: argparse.ArgumentParser, sections: str = "[rdt]",
+                    named: str = "on stderr (or in --json's config_files)"
                     ) -> argparse._MutuallyExclusiveGroup:
     """--config-file, --config-dir and --no-config-files: where Nova's
-    configuration is, as nova-compute is told (oslo.config's flags)."""
+    configuration is, as nova-compute is told (oslo.config's flags).
+    ``named``: where the command says which files it read."""
     g = p.add_argument_group(
         "configuration",
         f"Which files hold {sections}.  Without any of these flags: "
         f"{DEFAULT_NOVA_CONF}, then {DEFAULT_NOVA_CONF_DIR}/*.conf in "
-        "name order, as nova-compute reads them; the files read are "
-        "named on stderr (or in --json's config_files).")
+        f"name order, as nova-compute reads them; the files read are "
+        f"named {named}.")
     ex = g.add_mutually_exclusive_group()
     ex.add_argument("--config-file", action="append", type=path,
                     metavar="FILE",
@@ -143,12 +169,15 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
                          "hook install') instead of Nova's configuration")
 
 
-def add_json_arg(p: argparse.ArgumentParser, what: str = "the result"
-                 ) -> None:
+def add_json_arg(p: argparse.ArgumentParser, what: str = "the result",
+                 reads_config: bool = True) -> None:
+    """--json; ``reads_config``: the command reads Nova's configuration,
+    and its document names the files (``config_files``)."""
+    files = (" (with the configuration files read, as config_files)"
+             if reads_config else "")
     p.add_argument("--json", action="store_true",
                    help=f"{what} as one JSON document on stdout, for "
-                        "scripts (with the configuration files read, as "
-                        "config_files)")
+                        f"scripts{files}")
 
 
 def add_log_arg(p: argparse.ArgumentParser) -> None:
@@ -160,10 +189,11 @@ def add_log_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_service_args(p: argparse.ArgumentParser, sections: str,
-                     state_path_use: str) -> None:
+                     state_path_use: str,
+                     named: str = "in its start-up line") -> None:
     """The flags a long-running service shares: where its configuration
     is, and the paths that override it (unset: the configuration's)."""
-    add_config_args(p, sections)
+    add_config_args(p, sections, named=named)
     p.add_argument("--resctrl-root", type=path,
                    default=os.environ.get("NOVA_RDT_RESCTRL_ROOT"),
                    help="resctrl mount point (default: [rdt] "
@@ -369,6 +399,40 @@ def _warning_to_log(message, category, filename, lineno, file=None,
     logging.getLogger("py.warnings").warning(
         "%s", warnings.formatwarning(message, category, filename, lineno,
                                      line).rstrip())
+
+
+SERVICE_LOG_FORMAT = ("%(asctime)s %(process)d %(levelname)s %(name)s "
+                      "%(message)s")
+
+
+def _is_deprecation(category: type) -> bool:
+    # eventlet's EventletDeprecationWarning derives from Warning itself.
+    return issubclass(category, (DeprecationWarning,
+                                 PendingDeprecationWarning,
+                                 FutureWarning)) \
+        or category.__name__.endswith("DeprecationWarning")
+
+
+def _service_warning(message, category, filename, lineno, file=None,
+                     line=None):
+    text = warnings.formatwarning(message, category, filename, lineno,
+                                  line).rstrip()
+    level = logging.DEBUG if _is_deprecation(category) else logging.WARNING
+    logging.getLogger("py.warnings").log(level, "%s", text)
+
+
+def service_logging(debug: bool = False) -> None:
+    """The log of a long-running service (the exporter, the controller),
+    on stderr, which is its journal: nova-rdt's own records from INFO
+    (DEBUG with ``debug``), libraries' from WARNING.  What libraries say
+    about themselves at import, such as oslo.service loading its eventlet
+    backend and eventlet's deprecation notice, is not the operator's
+    business: INFO records and deprecation warnings stay out; any other
+    Python warning is logged as one record."""
+    logging.basicConfig(level=logging.WARNING, format=SERVICE_LOG_FORMAT)
+    logging.getLogger("nova_rdt").setLevel(
+        logging.DEBUG if debug else logging.INFO)
+    warnings.showwarning = _service_warning
 
 
 @contextlib.contextmanager

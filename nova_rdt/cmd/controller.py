@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
-import socket
 import threading
 
 from nova_rdt.cmd import common
@@ -17,7 +15,10 @@ def register(sub) -> None:
                            "raises the MB and ways of best-effort classes "
                            "as protected instances need; restores them on "
                            "stop")
-    common.add_service_args(p, "[rdt] and [rdt_controller]", "")
+    common.add_service_args(
+        p, "[rdt] and [rdt_controller]", "",
+        named="in its start-up line (with --restore: on stderr, or in "
+              "--json's config_files)")
     p.add_argument("--state-file", type=common.path,
                    help="the controller's state (default: [rdt_controller] "
                         "state_file)")
@@ -32,7 +33,12 @@ def register(sub) -> None:
     p.add_argument("--port", type=common.port,
                    help="/metrics port (default: [rdt_controller] port; 0 "
                         "picks a free one)")
-    p.add_argument("--listen", help="/metrics address")
+    p.add_argument("--listen", help="/metrics address (default: "
+                                    "[rdt_controller] listen_address)")
+    p.add_argument("--host", help="the host label on every series and "
+                                  "notification (default: Nova's [DEFAULT] "
+                                  "host from the configuration, else the "
+                                  "hostname, as the exporter's)")
     p.add_argument("--web-config-file", type=common.path,
                    help="TLS and basic auth for /metrics, in the "
                         "exporter-toolkit web config format (default: "
@@ -47,6 +53,8 @@ def register(sub) -> None:
                    help="do not run: put every class the state file lists "
                         "back to its static values if its controller is "
                         "not running, print them, exit")
+    common.add_json_arg(p, "with --restore: the classes put back "
+                           "(restored)")
     p.set_defaults(func=controller, exit_codes=EXIT_CODES)
 
 
@@ -114,9 +122,7 @@ def controller(args) -> int:
 
     conf = load(args)
     r, c = conf.rdt, conf.rdt_controller
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format=(
-        "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
+    common.service_logging(debug=args.debug)
     fs = Resctrl(args.resctrl_root or r.resctrl_root, prefix=r.group_prefix,
                  sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root,
                  lock_timeout=r.lock_timeout)
@@ -124,14 +130,29 @@ def controller(args) -> int:
     state_file = args.state_file or c.state_file or \
         os.path.join(state_path, "controller.json")
     if args.restore:
-        common.say_read(args.read_files)
+        if not args.json:
+            common.say_read(args.read_files)
         try:
             done = state_mod.restore(fs, state_file)
         except state_mod.StateError as e:
             raise common.CliError(str(e)) from None
-        print("restored: " + (", ".join(done) or "nothing to restore"))
+        common.report(args, {"restored": done, "state_file": state_file},
+                      "restored: " + (", ".join(done) or
+                                      "nothing to restore"))
         return 0
+    if args.json:
+        raise common.CliError("--json goes with --restore (the controller "
+                              "itself logs to stderr)")
     return run(args, conf, fs, state_path, state_file)
+
+
+def host_name(args) -> str:
+    """The ``host`` label: Nova's ``[DEFAULT] host``, as the exporter's,
+    so that the dashboard's host variable selects both."""
+    from nova_rdt.exporter import hostname
+
+    return hostname.nova_host(getattr(args, "read_files", None),
+                              getattr(args, "host", None))
 
 
 def build(args, conf, fs, state_path, state_file, metrics=None,
@@ -176,7 +197,7 @@ def build(args, conf, fs, state_path, state_file, metrics=None,
         fs, policy, bounds, state_file, classes=c.classes,
         protected=protected, records=Records(state_path), dry_run=dry,
         min_interval=c.min_interval, raise_hold=c.raise_hold,
-        metrics=metrics, notifier=notifier, host=socket.gethostname())
+        metrics=metrics, notifier=notifier, host=host_name(args))
     return ctl, period, name, dry
 
 
@@ -184,13 +205,13 @@ def run(args, conf, fs, state_path, state_file) -> int:
     from nova_rdt.controller import metrics as metrics_mod
 
     c = conf.rdt_controller
-    metrics = metrics_mod.Metrics(socket.gethostname(),
-                                  args.policy or c.policy,
+    host = host_name(args)
+    metrics = metrics_mod.Metrics(host, args.policy or c.policy,
                                   c.dry_run if args.dry_run is None
                                   else args.dry_run)
     from nova_rdt.controller import notify
 
-    sender = notify.Sender(conf, socket.gethostname())
+    sender = notify.Sender(conf, host)
     ctl, period, name, dry = build(args, conf, fs, state_path, state_file,
                                    metrics, sender)
     httpd = None
@@ -214,7 +235,8 @@ def run(args, conf, fs, state_path, state_file) -> int:
         addr, bound = httpd.server_address[:2]
         scheme = "https" if httpd.web.config.tls else "http"
         where = f"metrics at {scheme}://{addr}:{bound}/metrics"
-    print(f"nova-rdt controller: policy {name}, period {period:g}s"
+    print(f"nova-rdt controller for {host}: policy {name}, period "
+          f"{period:g}s"
           f"{', dry run' if dry else ''}, {fs.root}, state {state_file}, "
           f"{where}; configuration read from "
           f"{common.read_text(getattr(args, 'read_files', []))}",

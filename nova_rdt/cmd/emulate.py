@@ -31,7 +31,7 @@ def register(sub) -> None:
                           "profile's cache topology in sysfs")
     emu.add_argument("--list-profiles", action="store_true",
                      help="list the profiles and exit")
-    common.add_json_arg(emu, "--list-profiles's list")
+    common.add_json_arg(emu, "--list-profiles's list", reads_config=False)
     common.add_log_arg(emu)
     emu.add_argument("command", nargs=argparse.REMAINDER,
                      help="after '--': a command to run with the emulator "

@@ -3,7 +3,6 @@ notifications for this host."""
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 
@@ -55,8 +54,7 @@ def exporter(args) -> int:
 
     files = common.config_files(args)
     conf = common.load_conf(files)
-    logging.basicConfig(level=logging.INFO, format=(
-        "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"))
+    common.service_logging()
     r, e = conf.rdt, conf.rdt_exporter
     fs = Resctrl(args.resctrl_root or r.resctrl_root, prefix=r.group_prefix,
                  sysfs_cpu=args.sysfs_cpu_root or r.sysfs_cpu_root)

@@ -53,7 +53,7 @@ def register(sub) -> None:
         "uninstall", help="remove the hook shim and its settings (idempotent)")
     _paths(uninst, "the hook settings file to remove (default: "
                    "%(default)s)")
-    common.add_json_arg(uninst)
+    common.add_json_arg(uninst, reads_config=False)
     common.add_log_arg(uninst)
     uninst.set_defaults(func=uninstall, exit_codes=UNINSTALL_EXIT_CODES)
 
@@ -93,11 +93,15 @@ def _check_host(settings) -> None:
 def uninstall(args) -> int:
     from nova_rdt.hook import install as install_mod
 
+    paths = [os.path.join(args.hooks_dir, "qemu.d", "nova-rdt"),
+             args.settings_path]
+    # Said as it was: a second uninstall removes nothing and says so.
+    present = [p for p in paths if os.path.lexists(p)]
     install_mod.uninstall(hooks_dir=args.hooks_dir,
                           settings_path=args.settings_path)
-    common.report(
-        args, {"removed": [os.path.join(args.hooks_dir, "qemu.d",
-                                        "nova-rdt"), args.settings_path]},
-        f"removed the nova-rdt hook from {args.hooks_dir}/qemu.d and "
-        f"{args.settings_path}")
+    absent = [p for p in paths if p not in present]
+    text = [f"removed {p}" for p in present] + \
+        [f"{p}: not there, nothing to remove" for p in absent]
+    common.report(args, {"removed": present, "absent": absent},
+                  "\n".join(text))
     return 0

@@ -15,8 +15,9 @@ def register(sub) -> None:
         "show", help="capabilities, groups, free ways and the way map")
     common.add_root_args(show)
     show.add_argument("--json", action="store_true",
-                      help="stable JSON for scripts (the document of "
-                           "nova_rdt.resctrl.hostview, with its version)")
+                      help="the same state as one JSON document on stdout, "
+                           "for scripts; its \"version\" changes when a "
+                           "field changes meaning")
     common.add_log_arg(show)
     show.set_defaults(func=show_cmd, exit_codes=EXIT_CODES)
 

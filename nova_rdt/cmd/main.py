@@ -86,7 +86,24 @@ def build_parser() -> common.Parser:
              "(doc: Seed documents): Host lab, Nova, libvirt, OVS-DPDK, "
              "exporter, RFC 2544 (nova-rdt lab --help)")
     lab.set_defaults(exit_codes=LAB_EXIT_CODES)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Each command's own --help opens with what it does (the line its
+    parent lists it with), and knows its parser, so that an unknown flag
+    points at that command's --help."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        about = {a.dest: a.help for a in action._choices_actions}
+        for name, child in action.choices.items():
+            if child.description is None and about.get(name):
+                text = about[name]
+                child.description = text[0].upper() + text[1:] + "."
+            child.set_defaults(command_parser=child)
+            _describe(child)
 
 
 def main(argv=None) -> int:
@@ -97,7 +114,11 @@ def main(argv=None) -> int:
         # before anything imports oslo.messaging.
         from nova_rdt.lab import demo
         return demo.main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     from nova_rdt.resctrl import errors
 
     quiet = (common.library_output(getattr(args, "log_file", None))

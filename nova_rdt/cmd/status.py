@@ -28,6 +28,7 @@ import dataclasses
 import io
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -96,6 +97,9 @@ class Env:
     conf: object = None            # the whole nova-rdt config
     roles: tuple[str, ...] = ROLES
     roles_from: str = "--role"     # or "configuration", or "nothing"
+    # The files are Nova's default ones (no --config-file, --config-dir
+    # or --no-config-files given): a fix need not name them.
+    default_files: bool = False
 
     @property
     def roles_given(self) -> bool:
@@ -208,7 +212,7 @@ def check_hook(env: Env) -> Outcome:
     from nova_rdt.host.settings import HookSettings
 
     shim = os.path.join(env.hooks_dir, "qemu.d", "nova-rdt")
-    fix = ("nova-rdt hook install --config-file <nova.conf>, then restart "
+    fix = (f"{_with_files('nova-rdt hook install', env)}, then restart "
            "libvirtd once")
     if not os.access(shim, os.X_OK):
         return fail(f"no executable hook at {shim}.", fix)
@@ -269,8 +273,8 @@ def check_rootwrap(env: Env) -> Outcome:
     """Would ``nova-rootwrap <conf> privsep-helper ...`` run the helper for
     nova-rdt's context, as nova-compute asks it to?"""
     path = env.rootwrap_config
-    fix = ("install etc/nova/rootwrap.d/nova-rdt.filters into a "
-           f"filters_path directory of {path}")
+    fix = (f"install {_filters_file()} into a filters_path directory of "
+           f"{path}")
     try:
         from oslo_rootwrap import wrapper
     except ImportError:
@@ -337,6 +341,10 @@ def _helper_imports(helper: str) -> str | None:
 
 
 def check_exporter(env: Env) -> Outcome:
+    """Does the exporter answer on its port, as its web config serves it
+    (HTTPS with ``tls_server_config``, 401 without a password with
+    ``basic_auth_users``)?  Only whether it answers is asked: whether
+    Prometheus trusts its certificate is Prometheus's check."""
     if not env.exporter_configured:
         return ok("no [rdt_exporter] section: the exporter is not "
                   "configured here (nothing to check).")
@@ -346,13 +354,39 @@ def check_exporter(env: Env) -> Outcome:
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    url = f"http://{host}:{e.port}/metrics"
     fix = ("start it: systemctl start nova-rdt-exporter "
-           "(etc/systemd/nova-rdt-exporter.service), or nova-rdt exporter "
-           f"--config-file {(env.config_files or ['<nova.conf>'])[0]}")
+           "(etc/systemd/nova-rdt-exporter.service), or "
+           + _with_files("nova-rdt exporter", env))
+    web = None
+    if e.web_config_file:
+        from nova_rdt.web import webconfig
+
+        try:
+            web = webconfig.load(e.web_config_file)
+        except webconfig.WebConfigError as err:
+            return fail(f"[rdt_exporter] web_config_file: {err}; the "
+                        "exporter refuses to start with it.",
+                        "correct the web config (doc: Exporter, TLS and "
+                        "basic auth)")
+    scheme = "https" if web is not None and web.tls else "http"
+    url = f"{scheme}://{host}:{e.port}/metrics"
+    context = None
+    if scheme == "https":
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=3) as resp:
+        with urllib.request.urlopen(url, timeout=3,
+                                    context=context) as resp:
             body = resp.read(1 << 20).decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        challenge = err.headers.get("WWW-Authenticate", "")
+        if err.code == 401 and web is not None and web.users and \
+                challenge.startswith("Basic"):
+            return ok(f"the exporter answers at {url} (basic auth: 401 "
+                      "without a password, as its web config asks).")
+        return fail(f"{url} answers {err.code} {err.reason}.",
+                    f"is another service on port {e.port}? " + fix)
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         return fail(f"the exporter does not answer at {url} ({reason}).",
@@ -365,6 +399,27 @@ def check_exporter(env: Env) -> Outcome:
 
 def _files(env: Env) -> str:
     return ", ".join(env.config_files) or "(no config file)"
+
+
+def _with_files(command: str, env: Env) -> str:
+    """``command`` as the operator would re-run it: with the files this
+    check read, unless they are Nova's default ones."""
+    if env.default_files:
+        return command
+    if not env.config_files:
+        return command + " --no-config-files"
+    return " ".join([command] + [f"--config-file {f}"
+                                 for f in env.config_files])
+
+
+def _filters_file() -> str:
+    """Where nova-rdt's rootwrap filter is: the copy installed with the
+    package (setup.cfg's data_files), else the source tree's path."""
+    installed = os.path.join(sys.prefix, "etc", "nova", "rootwrap.d",
+                             "nova-rdt.filters")
+    if os.path.isfile(installed):
+        return installed
+    return "etc/nova/rootwrap.d/nova-rdt.filters (from nova-rdt's source)"
 
 
 # (name, check, the role it belongs to), in the order they are shown.
@@ -473,7 +528,9 @@ def read_env(args) -> Env:
         api_paste=paste,
         rootwrap_config=args.rootwrap_config or nova.rootwrap_config,
         python=args.python, hooks_dir=args.hooks_dir,
-        settings_path=args.settings_path, conf=conf)
+        settings_path=args.settings_path, conf=conf,
+        default_files=not (args.config_file or args.config_dir or
+                           args.no_config_files))
     if args.role:
         env.roles = tuple(r for r in ROLES
                           if any(r in given for given in args.role))

@@ -159,7 +159,8 @@ exporter_opts = [
                     "cert_file and key_file, basic_auth_users with bcrypt "
                     "hashes).  Empty: plain HTTP, open to whoever reaches "
                     "listen_address.  Re-read when it or a file it names "
-                    "changes."),
+                    "changes.  Needs the web extra: pip install "
+                    "'nova-rdt[web]' (PyYAML, bcrypt)."),
 ]
 
 

@@ -101,7 +101,8 @@ controller_opts = [
                help="TLS and basic auth for the controller's /metrics, in "
                     "the same exporter-toolkit format as [rdt_exporter] "
                     "web_config_file (the two may share one file).  "
-                    "Empty: plain HTTP."),
+                    "Empty: plain HTTP.  Needs the web extra: pip install "
+                    "'nova-rdt[web]' (PyYAML, bcrypt)."),
 ]
 
 

@@ -30,14 +30,16 @@ def legend(fmt: str, labels: dict) -> str:
 
 
 def problems(prom, doc: dict, values: dict[str, str], shared: str,
-             uuids: set[str]) -> list[str]:
+             uuids: set[str], controller: bool = False) -> list[str]:
     """What misleads in ``doc``, with two instances named ``shared`` (of
-    ``uuids``, in two projects) behind ``prom``."""
+    ``uuids``, in two projects) behind ``prom``.  The runtime
+    controller's panels are judged apart (``controller``: only they),
+    against a Prometheus that scrapes a controller."""
     out = []
     for panel in doc["panels"]:
         for t in panel.get("targets", ()):
-            if dashboard.CONTROLLER_PREFIX in t["expr"]:
-                continue   # nova-rdt controller's: not running here
+            if (dashboard.CONTROLLER_PREFIX in t["expr"]) != controller:
+                continue
             where = f"panel {panel['title']!r} {t['refId']}"
             if "$host" not in t["expr"]:
                 out.append(f"{where}: ignores the host variable: "
@@ -76,7 +78,7 @@ def problems(prom, doc: dict, values: dict[str, str], shared: str,
             dups = sorted({x for x in legends if legends.count(x) > 1})
             if dups and t.get("format") != "table":
                 out.append(f"{where}: series share the legends {dups}")
-    for var in doc["templating"]["list"]:
+    for var in () if controller else doc["templating"]["list"]:
         q = var.get("query")
         if not isinstance(q, dict):
             continue

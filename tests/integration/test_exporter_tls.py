@@ -10,6 +10,7 @@ exporter on a host without RDT still serves its health series.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import select
 import shutil
@@ -25,6 +26,7 @@ import bcrypt
 import pytest
 
 from tests.functional.exporter.proc import ExporterProcess
+from tests.integration import dashboard_check
 from tests.integration import prometheus
 
 PASSWORD = "scrape-me"
@@ -35,6 +37,9 @@ from nova_rdt.controller import metrics
 from nova_rdt.web import webconfig
 m = metrics.Metrics("lab-compute", "static", True)
 m.set_class("nova-rdt-class-lp", 30, 100, 2, 4, 1.5e8)
+m.count("nova-rdt-class-lp", "bandwidth_over_share", "dry_run")
+m.slo["web-1"] = (0.9, 1.0)
+m.protected_bandwidth["web-1"] = 1e9
 httpd = metrics.serve(m, "127.0.0.1", 0, webconfig.Watcher(sys.argv[1]))
 print("port", httpd.server_address[1], flush=True)
 time.sleep(600)
@@ -127,6 +132,29 @@ def test_prometheus_scrapes_both_ports_over_tls_with_basic_auth(tls):
     assert prom.query('nova_rdt_controller_class_mb{host="lab-compute"}')
 
 
+def test_the_dashboards_controller_row_has_data(tls):
+    """Every query of the dashboard's runtime-controller row, evaluated
+    by the real Prometheus against the controller's port (scraped over
+    TLS with basic auth): each returns data, keeps host and gives no two
+    series one legend."""
+    _d, _exporter, _ctl, prom = tls
+    deadline = time.monotonic() + 30
+    while not prom.query("count_over_time(nova_rdt_controller_"
+                         "decisions_total[5s]) > 2"):
+        assert time.monotonic() < deadline, prom.log()
+        time.sleep(0.5)
+    with open(os.path.join(prometheus.REPO, "etc", "grafana",
+                           "nova-rdt.json")) as f:
+        doc = json.load(f)
+    values = {"$host": "lab-compute", "$__rate_interval": "5s"}
+    assert dashboard_check.problems(prom, doc, values, "", set(),
+                                    controller=True) == []
+    # Nothing was skipped: the row has its nine queries.
+    exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", ())
+             if "nova_rdt_controller_" in t["expr"]]
+    assert len(exprs) == 9, exprs
+
+
 def test_a_scrape_without_the_password_gets_401(tls):
     _d, _exporter, _ctl, prom = tls
     health, error = _targets(prom)["no-password"]
@@ -215,3 +243,39 @@ def test_a_stalled_tls_handshake_holds_nothing(tls):
         assert closed < 3.0, closed
     finally:
         exp.stop()
+
+
+def test_status_check_finds_the_exporter_behind_tls_and_basic_auth(tls):
+    """``status upgrade check``'s exporter row asks as the exporter
+    serves: HTTPS, and a 401 without a password is the answer its web
+    config asks for, not a failure."""
+    from types import SimpleNamespace
+
+    from nova_rdt.cmd import status
+
+    d, exporter, _ctl, _prom = tls
+    port = int(exporter.url.rsplit(":", 1)[1].split("/")[0])
+
+    def check(web_config_file, port=port):
+        env = SimpleNamespace(
+            exporter_configured=True, config_files=["/etc/nova/nova.conf"],
+            default_files=True, exporter=SimpleNamespace(
+                listen_address="127.0.0.1", port=port,
+                web_config_file=web_config_file))
+        return status.check_exporter(env)
+
+    got = check(str(d / "web.yml"))
+    assert got.code == 0, got.text()
+    assert got.details.startswith(f"the exporter answers at https://"
+                                  f"127.0.0.1:{port}/metrics (basic auth")
+    # Asked in plain HTTP (no web config in nova.conf), the TLS port's
+    # 400 is a failure that says so.
+    got = check("")
+    assert got.code == 2 and "answers 400" in got.details, got.text()
+    # A web config the exporter would refuse fails the row, naming it.
+    bad = d / "status-bad.yml"
+    bad.write_text("tls_server_config:\n  cert_file: cert.pem\n")
+    got = check(str(bad))
+    assert got.code == 2 and "tls_server_config.key_file: missing" in \
+        got.details, got.text()
+    os.unlink(bad)

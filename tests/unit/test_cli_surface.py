@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 LEAVES = reference.leaves()
 # Services and report writers: they answer with a running process or a
 # report directory, not with a result on stdout.
-NO_JSON = {"exporter", "controller", "rfc2544 run", "lab"}
+NO_JSON = {"exporter", "rfc2544 run", "lab"}
 
 
 def _run(*argv, **kw):
@@ -77,6 +77,50 @@ def test_json_wherever_a_command_reports():
     with_json = {leaf.name for leaf in LEAVES
                  if any("--json" in a.option_strings for a in leaf.options)}
     assert with_json == {leaf.name for leaf in LEAVES} - NO_JSON
+
+
+@pytest.mark.parametrize("leaf", [leaf for leaf in LEAVES
+                                  if leaf.name != "lab"],
+                         ids=[leaf.name for leaf in LEAVES
+                              if leaf.name != "lab"])
+def test_every_commands_help_says_what_it_does_and_its_exit_codes(leaf):
+    """``nova-rdt hook install --help`` opens with what the command does
+    and ends with what each exit status means, as the top-level help
+    promises ("Each command's --help has its own")."""
+    res = _run(*leaf.name.split(), "--help")
+    assert res.returncode == 0, res.stderr
+    usage, _blank, rest = res.stdout.partition("\n\n")
+    assert usage.startswith(f"usage: nova-rdt {leaf.name.split()[0]}")
+    assert not rest.startswith(("options:", "positional arguments:")), \
+        f"no description: {rest[:200]}"
+    tail = res.stdout.split("\nexit status:\n", 1)
+    assert len(tail) == 2, res.stdout
+    shown = [ln.split()[0] for ln in tail[1].splitlines()
+             if ln.startswith("  ") and not ln.startswith("       ")]
+    assert shown == [str(c) for c in sorted(
+        leaf.exit_codes, key=lambda c: (isinstance(c, str), str(c).zfill(5)))]
+
+
+def test_json_help_names_config_files_only_where_they_are_read():
+    for leaf in LEAVES:
+        for a in leaf.options:
+            if "--json" not in a.option_strings:
+                continue
+            reads = any("--config-file" in b.option_strings
+                        for b in leaf.options)
+            assert ("config_files" in a.help) == reads, (leaf.name, a.help)
+
+
+@pytest.mark.parametrize("argv", [["hook", "install", "--bogus"],
+                                  ["status", "upgrade", "check", "--jsn"],
+                                  ["reconcile", "-x"]])
+def test_an_unknown_flag_points_at_that_commands_help(argv):
+    res = _run(*argv)
+    assert res.returncode == 2
+    prog = "nova-rdt " + " ".join(a for a in argv[:2]
+                                  if not a.startswith("-"))
+    assert res.stderr == (f"{prog}: unrecognized arguments: {argv[-1]} "
+                          f"(see {prog} --help)\n")
 
 
 def test_version_is_the_packages():
@@ -276,3 +320,94 @@ def test_shim_install_and_the_deprecated_alias(tmp_path):
     res = _run("shim", "uninstall", "--virt-dir", str(virt))
     assert res.returncode == 0 and res.stdout.strip().endswith(": removed")
     assert not (virt / "rdt").exists()
+
+
+# -- hook uninstall says what it did ------------------------------------
+
+def test_hook_uninstall_says_what_it_removed_and_what_was_not_there(
+        tmp_path):
+    hooks, settings = tmp_path / "hooks", tmp_path / "hook.json"
+    args = ["--hooks-dir", str(hooks), "--settings-path", str(settings)]
+    res = _run("hook", "install", "--no-config-files", *args)
+    assert res.returncode == 0, res.stderr
+    shim = hooks / "qemu.d" / "nova-rdt"
+    res = _run("hook", "uninstall", *args)
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout == f"removed {shim}\nremoved {settings}\n"
+    res = _run("hook", "uninstall", "--json", *args)
+    assert res.returncode == 0
+    assert json.loads(res.stdout) == {"removed": [],
+                                      "absent": [str(shim), str(settings)]}
+    res = _run("hook", "uninstall", *args)
+    assert "removed" not in res.stdout
+    assert f"{shim}: not there, nothing to remove" in res.stdout
+
+
+# -- the services: their own log, not the libraries' ---------------------
+
+def _service_stderr(tmp_path, argv, ready):
+    err = tmp_path / "stderr"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "nova_rdt.cmd.main",
+                                 *argv], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=f, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert ready in line, (line, err.read_text())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return line, err.read_text()
+
+
+def test_the_exporter_with_notifications_logs_no_library_noise(tmp_path):
+    """Notifications on (the default interval) import oslo.messaging,
+    which loads oslo.service's eventlet backend: its INFO records and
+    eventlet's deprecation notice stay out of the service's log."""
+    _line, err = _service_stderr(tmp_path, [
+        "exporter", "--no-config-files", "--port", "0", "--listen",
+        "127.0.0.1", "--resctrl-root", str(tmp_path), "--state-path",
+        str(tmp_path), "--host", "h"], "metrics at /metrics")
+    for noise in ("Eventlet", "eventlet", "oslo_service", "Warning"):
+        assert noise not in err, err
+
+
+def test_the_controller_logs_no_library_noise_and_names_its_host(
+        tmp_path):
+    from nova_rdt.emulator import mount
+
+    reason = mount.fuse_unavailable_reason()
+    if reason:
+        pytest.skip(f"FUSE emulator unavailable: {reason}")
+    emu = mount.Emulator("gold-6252")
+    emu.start()
+    try:
+        conf = tmp_path / "nova.conf"
+        conf.write_text(f"[DEFAULT]\nhost = compute-7\n[rdt]\n"
+                        f"resctrl_root = {emu.mountpoint}\n"
+                        f"sysfs_cpu_root = {emu.sysfs_cpu}\n"
+                        f"state_path = {tmp_path}/state\n"
+                        f"[rdt_controller]\nport = 0\n"
+                        f"state_file = {tmp_path}/c.json\n")
+        line, err = _service_stderr(
+            tmp_path, ["controller", "--config-file", str(conf),
+                       "--no-guardian"], "metrics at http")
+    finally:
+        emu.stop()
+    assert line.startswith("nova-rdt controller for compute-7: "), line
+    for noise in ("Eventlet", "eventlet", "oslo_service", "Warning"):
+        assert noise not in err, err
+
+
+def test_controller_restore_json(tmp_path):
+    res = _run("controller", "--no-config-files", "--resctrl-root",
+               str(tmp_path), "--state-file", str(tmp_path / "c.json"),
+               "--restore", "--json")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert json.loads(res.stdout) == {
+        "restored": [], "state_file": str(tmp_path / "c.json"),
+        "config_files": []}
+    res = _run("controller", "--no-config-files", "--resctrl-root",
+               str(tmp_path), "--json")
+    assert res.returncode == 2
+    assert "--json goes with --restore" in res.stderr
