@@ -158,7 +158,7 @@ def _target_args(p) -> None:
         "--virt-dir", type=common.path,
         help="write into this nova/virt directory instead (e.g. "
              "$NOVA_DIR/nova/virt)")
-    common.add_json_arg(p)
+    common.add_json_arg(p, reads_config=False)
     common.add_log_arg(p)
 
 
