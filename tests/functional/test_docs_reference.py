@@ -62,6 +62,26 @@ def test_configuration_reference_has_the_privsep_group(built):
     assert privsep.sys_admin_pctxt.cfg_section == "nova_rdt_privileged"
 
 
+def test_configuration_reference_is_the_code(built):
+    """Every group and option nova-rdt registers (the oslo.config.opts
+    entry point the sample generator reads), each option's help as the
+    code has it, and the web extra named where TLS needs it."""
+    from nova_rdt import conf as conf_mod
+
+    # Sphinx's smart quotes and dashes, undone.
+    text = " ".join(built("configuration.html").translate(
+        str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"',
+                       "\u201d": '"', "\u2013": "--", "\u2014": "---"})
+    ).split())
+    for group, options in conf_mod.list_opts():
+        assert f"[{group.name}]" in text or group.name in text, group.name
+        for opt in options:
+            assert opt.name in text, (group.name, opt.name)
+            words = " ".join(opt.help.split())[:60]
+            assert words in text, (group.name, opt.name, words)
+    assert text.count("pip install 'nova-rdt[web]'") >= 2
+
+
 def test_upgrade_and_seed_pages(built):
     upgrade = built("upgrade.html")
     for words in ("Rolling upgrade order", "Schedulers must be upgraded",
