@@ -73,6 +73,43 @@ def test_l3_masks_and_cache_ids():
     assert checks._cache_ids(NOVA) == [0]
 
 
+def test_the_boot_sector_guest_runs_under_qemu(tmp_path):
+    """The disk Glance serves where Linux cannot boot: SeaBIOS boots it
+    from a virtio disk (as Nova's domain has it) and it prints its line
+    (KVM where /dev/kvm answers, else TCG)."""
+    import os
+    import shutil
+    import time
+
+    from nova_rdt.lab import libvirtd
+    from nova_rdt.lab.allinone import bootsector
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.skip("qemu-system-x86_64 is not installed")
+    accel = "tcg" if libvirtd.kvm_unavailable_reason() else "kvm"
+    disk = bootsector.write_disk(str(tmp_path / "disk.raw"))
+    serial = tmp_path / "serial.txt"
+    proc = subprocess.Popen(
+        ["qemu-system-x86_64", "-accel", accel, "-m", "64", "-nodefaults",
+         "-display", "none", "-no-reboot", "-serial", f"file:{serial}",
+         "-drive", f"file={disk},format=raw,if=virtio"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        text = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            text = serial.read_text(errors="replace") if serial.exists() \
+                else ""
+            if bootsector.MESSAGE in text:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    assert bootsector.MESSAGE in text, (accel, text[-500:],
+                                        proc.stderr.read()[-500:])
+
+
 @pytest.fixture(scope="module")
 def cloud_run(tmp_path_factory, libvirt_cache):
     reason = cloud_mod.unavailable_reason()
@@ -171,8 +208,9 @@ def test_every_way_is_no_valid_host_for_rdtfilters_reason(cloud_run):
     _, summary, _ = cloud_run
     nvh = summary["facts"]["no_valid_host"]
     assert "No valid host" in nvh["fault"]
-    # The reason is RDTFilter's, in nova-scheduler's log: Nova's fault
-    # has no room for a filter's reason.
+    # RDTFilter's reason is in the fault the user reads (and its
+    # per-host reasons in nova-scheduler's log).
+    assert "RDTFilter:" in nvh["fault"], nvh
     assert nvh["rdtfilter_reason"], nvh
 
 
@@ -180,15 +218,40 @@ def test_libvirt_holds_novas_domain_and_resctrl_the_ways(cloud_run):
     _, summary, cdir = cloud_run
     by_name = {c["name"]: c for c in summary["checks"]}
     for name in ("Nova wrote <cachetune>",
+                 "libvirt's definition (dumpxml --inactive) holds the "
+                 "domain XML nova-compute defined",
                  "libvirt holds the domain XML nova-compute defined",
                  "the resctrl group holds the flavor's ways",
                  "the domain's resctrl group is gone"):
         assert by_name[name]["ok"] is True, by_name[name]
     assert summary["facts"]["nova_xml_not_in_libvirt"] == []
+    assert summary["facts"]["nova_xml_not_in_libvirt_inactive"] == []
+    assert "<cachetune" in (cdir / "domain-libvirt-inactive.xml").read_text()
     nova_xml = (cdir / "domain-nova.xml").read_text()
     assert "<cachetune" in nova_xml
     groups = summary["facts"]["resctrl_groups"]
     assert groups and all(g.startswith("qemu-") for g in groups)
+
+
+def test_the_guest_runs_and_the_lab_says_what_this_machine_forced(
+        cloud_run):
+    _, summary, cdir = cloud_run
+    machine = summary["cloud"]
+    assert machine["virt_type"] in ("kvm", "qemu")
+    assert machine["guest_image"] in ("linux", "boot-sector")
+    assert machine["guest_image_reason"]
+    if machine["virt_type"] == "kvm":
+        # The forced changes are listed, and the cloud applies them.
+        assert any(f.startswith("libvirt.cpu_mode = none")
+                   for f in machine["forced_by_this_machine"])
+        if machine["guest_image"] == "boot-sector":
+            assert any("boot-sector guest" in f
+                       for f in machine["forced_by_this_machine"])
+        ran = [c for c in summary["checks"]
+               if c["name"].startswith("the guest runs")]
+        assert ran and ran[0]["ok"] is True, ran
+    doc = json.loads((cdir / "serve.json").read_text())
+    assert doc["guest_image"] == machine["guest_image"]
 
 
 def test_tempest_plugin_passes_or_skips_with_reasons(cloud_run):

@@ -124,12 +124,25 @@ class Checks:
                                 "host": srv.get("OS-EXT-SRV-ATTR:host")}
         nova_xml = self._nova_xml(uuid)
         libvirt_xml = self.cloud.lab.libvirt.virsh("dumpxml", name)
+        # The persistent definition: what defineXML stored, before the
+        # start added ids, aliases and the running domain's state.
+        inactive_xml = self.cloud.lab.libvirt.virsh("dumpxml", "--inactive",
+                                                    name)
         self._write("domain-nova.xml", nova_xml or "")
         self._write("domain-libvirt.xml", libvirt_xml)
+        self._write("domain-libvirt-inactive.xml", inactive_xml)
         tune_nova = _rdt_elements(nova_xml) if nova_xml else []
         self.check("Nova wrote <cachetune>", any(
             t.startswith("<cachetune") for t in tune_nova),
             "; ".join(tune_nova) or "no RDT element in Nova's domain XML")
+        missing, _ = compare_domains(nova_xml or "<domain/>", inactive_xml)
+        self.facts["nova_xml_not_in_libvirt_inactive"] = missing
+        self.check("libvirt's definition (dumpxml --inactive) holds the "
+                   "domain XML nova-compute defined",
+                   bool(nova_xml) and not missing,
+                   "every element and attribute Nova wrote is there, "
+                   "<cachetune> unchanged" if not missing else
+                   f"missing: {missing[:5]}")
         missing, added = compare_domains(nova_xml or "<domain/>",
                                          libvirt_xml)
         self.facts["libvirt_added"] = added
@@ -166,9 +179,10 @@ class Checks:
                    f"{', '.join(sorted(groups))} removed")
 
     def no_valid_host(self) -> None:
-        """More ways than a cache has: the scheduler refuses.  Nova's fault
-        says "No valid host"; RDTFilter's reason is in nova-scheduler's
-        log (Nova has no way to put a filter's reason in the fault)."""
+        """More ways than a cache has: the scheduler refuses.  The fault
+        says "No valid host" with RDTFilter's reason (the filter raises
+        it for a single-instance request); nova-scheduler's log has the
+        filter's per-host reasons too."""
         sh = self.sh
         ways = _cbm_len(self.cloud.lab.resctrl_root)
         e = sh(f"openstack flavor create rdt.huge --vcpus 1 --ram 128 "
@@ -182,11 +196,16 @@ class Checks:
         fault = (srv.get("fault") or {}).get("message", "")
         reasons = _filter_reasons(
             self.cloud.services["nova-scheduler"]["log"])
+        host = self.cloud.hypervisor or ""
         self.facts["no_valid_host"] = {"fault": fault,
                                        "rdtfilter_reason": reasons[-1:]}
         self.check(f"rdt:l3_cache_ways={ways} (every way) is No valid "
-                   f"host", e.status != 0 and srv.get("status") == "ERROR"
-                   and "No valid host" in fault,
+                   f"host with RDTFilter's reason in the fault",
+                   e.status != 0 and srv.get("status") == "ERROR"
+                   and "No valid host" in fault and "RDTFilter:" in fault
+                   and not (host and re.search(
+                       rf"(?<![\w.-]){re.escape(host)}(?![\w.-])",
+                       fault)),
                    f"fault: {fault!r}; RDTFilter in nova-scheduler's log: "
                    f"{reasons[-1] if reasons else 'nothing'}")
         sh(f"openstack server delete --wait {SERVER}-huge", timeout=300)
@@ -227,9 +246,12 @@ class Checks:
         return out
 
     def _console(self, uuid: str) -> None:
-        """What the guest printed: under this machine's KVM a stock
-        kernel hangs before its first line (the isolation lab's probe
-        finds the same)."""
+        """The guest runs: its console (``console.log``, which virtlogd
+        writes from the domain's serial port) shows the line the image
+        prints once it runs (the boot sector's, or the Linux guest's
+        init)."""
+        guest = self.cloud.guest
+        want = guest.ready_line if guest else "nova-rdt-guest:"
         path = os.path.join(self.cloud.nova.data, "instances", uuid,
                             "console.log")
         deadline = time.monotonic() + CONSOLE_WAIT
@@ -240,18 +262,19 @@ class Checks:
                     text = f.read()
             except OSError:
                 text = ""
-            if "nova-rdt-guest:" in text:
+            if want in text:
                 break
             time.sleep(1)
         lines = [ln for ln in text.splitlines() if ln.strip()]
         self.facts["guest_console"] = lines[-5:]
-        booted = any("nova-rdt-guest:" in ln for ln in lines)
-        self.check("the guest's console", None if not booted else True,
-                   "the guest reached its init" if booted else
-                   f"{len(lines)} lines in {CONSOLE_WAIT:.0f} s"
-                   + (f", last: {lines[-1][:120]!r}" if lines else "")
-                   + f" (libvirt domain type "
-                   f"{self.cloud.machine.virt_type})")
+        ran = want in text
+        kind = guest.kind if guest else "guest"
+        self.check(f"the guest runs ({kind} image, libvirt domain type "
+                   f"{self.cloud.machine.virt_type})", ran,
+                   f"its console says {want!r}" if ran else
+                   f"no {want!r} in {CONSOLE_WAIT:.0f} s; {len(lines)} "
+                   f"lines" + (f", last: {lines[-1][:120]!r}" if lines
+                               else ""))
 
     def _fault(self) -> dict:
         try:

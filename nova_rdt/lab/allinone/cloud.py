@@ -56,8 +56,9 @@ DEFAULT_PROFILE = "gold-6252"
 RESERVED_HOST_WAYS = 2
 CLASSES = "low_priority:l3_ways=1,mb=10"
 IMAGE = "nova-rdt-guest"
-#: The guest's root disk: the kernel and initramfs boot it; nothing
-#: reads it, but Nova needs an image to boot from.
+#: The guest's root disk: the boot-sector guest's whole disk, or (Linux
+#: guest) a blank disk Nova needs an image for, beside the kernel and
+#: initramfs that boot.
 ROOT_DISK_MIB = 1
 START_TIMEOUT = 180.0
 COMPUTE_TIMEOUT = 180.0
@@ -84,11 +85,6 @@ def unavailable_reason() -> str | None:
         reasons.append("sudo is not installed (apt-get install sudo): "
                        "nova-compute starts privsep through sudo "
                        "nova-rootwrap")
-    from nova_rdt.lab.guest import image as guest_image
-    try:
-        guest_image.load()
-    except guest_image.ImageError as e:
-        reasons.append(f"no guest image for Glance: {e}")
     if not shutil.which("prometheus"):
         reasons.append("prometheus is not installed (apt-get install "
                        "prometheus)")
@@ -156,15 +152,23 @@ class Machine:
 
     virt_type: str
     reason: str
-    #: nova.conf options this machine forces, "section.option = value:
-    #: why", one each.
+    #: What this machine forces, "what: why", one each (nova.conf
+    #: options, the guest image).
     forced: list[str] = dataclasses.field(default_factory=list)
 
 
 #: tcg: run the cloud's guests under TCG although /dev/kvm answers (they
-#: then boot where this machine's KVM cannot boot them, and rdt: servers
-#: fail: libvirt refuses their <cachetune>).
+#: then boot a Linux kernel where this machine's KVM cannot, and rdt:
+#: servers fail: libvirt refuses their <cachetune>).
 ENV_ACCEL = "NOVA_RDT_CLOUD_ACCEL"
+
+#: Why TCG cannot take Nova's RDT elements, from libvirt's source.
+TCG_REFUSES = (
+    "libvirt refuses <cachetune> and <memorytune> for any domain whose "
+    "type is not kvm: qemuValidateDomainDef (src/qemu/qemu_validate.c) "
+    "fails a definition with resctrl elements and virtType != KVM with "
+    "VIR_ERR_CONFIG_UNSUPPORTED 'cachetune is only supported for KVM "
+    "domains', so Nova's defineXML fails and rdt: servers go to ERROR")
 
 
 def machine() -> Machine:
@@ -174,9 +178,8 @@ def machine() -> Machine:
     if not why and os.environ.get(ENV_ACCEL) == "tcg":
         why = f"${ENV_ACCEL}=tcg"
     if why:
-        return Machine("qemu", f"{why}: TCG; libvirt refuses <cachetune> "
-                               f"for non-KVM domains, so rdt: servers "
-                               f"cannot start here")
+        return Machine("qemu", f"{why}: TCG; {TCG_REFUSES}",
+                       forced=[f"libvirt.virt_type = qemu (TCG): {why}"])
     return Machine(
         "kvm", "/dev/kvm answers: KVM, so libvirt applies Nova's "
                "<cachetune> itself",
@@ -185,6 +188,52 @@ def machine() -> Machine:
                 "models (MSR 0x10a), and libvirt finds no named model "
                 "compatible with its CPU, so Nova's default (host-model) "
                 "and cpu_mode = custom both fail"])
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestChoice:
+    """The image Glance serves as :data:`IMAGE`."""
+
+    #: "linux" (the lab's kernel and initramfs) or "boot-sector"
+    #: (:mod:`.bootsector`).
+    kind: str
+    reason: str
+    #: The line the guest prints on its console once it runs.
+    ready_line: str
+
+
+def choose_guest(mach: Machine) -> GuestChoice:
+    """Linux where its kernel runs under the cloud's accelerator, else
+    the boot-sector guest, which SeaBIOS boots under any KVM.  Under TCG
+    a Linux kernel boots, but rdt: servers do not start there at all."""
+    from nova_rdt.lab.allinone import bootsector
+    from nova_rdt.lab.guest import boot as guest_boot
+    from nova_rdt.lab.guest import image as guest_image
+    sector = GuestChoice("boot-sector", "", bootsector.MESSAGE)
+    try:
+        img = guest_image.load()
+    except guest_image.ImageError as e:
+        return dataclasses.replace(
+            sector, reason=f"no Linux guest image ({e}): the boot-sector "
+                           f"guest")
+    linux = GuestChoice("linux", "", guest_boot.READY["probe"])
+    if mach.virt_type == "qemu":
+        return dataclasses.replace(
+            linux, reason="TCG boots the lab's Linux guest")
+    decision = guest_boot.detect_accel(img)
+    if decision.accel == "kvm":
+        return dataclasses.replace(
+            linux, reason=f"the lab's Linux guest boots under this KVM "
+                          f"({decision.reason})")
+    # The probe's reason ends in the isolation lab's choice (TCG); the
+    # cloud keeps KVM and changes the image instead.
+    why = decision.reason.split(": using TCG")[0]
+    return dataclasses.replace(
+        sector, reason=f"a Linux kernel does not boot under this KVM "
+                       f"({why}); SeaBIOS and real-mode code "
+                       f"do, so Glance serves a disk whose boot sector "
+                       f"prints {bootsector.MESSAGE!r} on the serial "
+                       f"console and halts")
 
 
 def _http_up(url: str) -> bool:
@@ -268,6 +317,7 @@ class AllInOne:
         self.images: dict[str, str] = {}
         self.tempest_workspace: str | None = None
         self.hypervisor: str | None = None
+        self.guest: GuestChoice | None = None
 
     # -- helpers ----------------------------------------------------------
 
@@ -374,6 +424,9 @@ class AllInOne:
         say = self.say
         host = pool.submit(self._timed, "host lab (emulator, namespace, "
                            "OVS-DPDK)", self._start_host)
+        # The KVM probe boots a kernel for seconds: beside the rest.
+        guest = pool.submit(self._timed, "guest image choice (KVM probe)",
+                            choose_guest, self.machine)
         self.rabbit.spawn()
         self.procs += [self.rabbit.epmd, self.rabbit.proc]
         self._record("epmd", self.rabbit.epmd,
@@ -451,6 +504,13 @@ class AllInOne:
             "nova-compute", ["nova-compute", "--config-file",
                              nova_mod.NOVA_CPU_CONF], ns=True)
         self._record("nova-compute", compute)
+        self.guest = guest.result()
+        say(f"guest image: {self.guest.kind}: {self.guest.reason}")
+        if self.guest.kind == "boot-sector" and \
+                self.machine.virt_type == "kvm":
+            self.machine.forced.append(
+                f"the image {IMAGE} is a boot-sector guest, not Linux: "
+                f"{self.guest.reason}")
         self._timed("images", self._upload_images)
         self._timed("nova-compute up and mapped", self._wait_compute,
                     compute)
@@ -545,21 +605,29 @@ class AllInOne:
                                  interface="public", **auth)
 
     def _upload_images(self) -> None:
-        from nova_rdt.lab.guest import boot as guest_boot
-        from nova_rdt.lab.guest import image as guest_image
-        img = guest_image.load()
-        root = os.path.join(self.data, "root-disk.raw")
-        with open(root, "wb") as f:
-            f.truncate(ROOT_DISK_MIB << 20)
         conn = self.conn()
         try:
-            def up(name, path, fmt, **props):
+            def up(name, path, fmt, container=None, **props):
                 image = conn.image.create_image(
                     name=name, filename=path, disk_format=fmt,
-                    container_format=fmt, visibility="public",
-                    wait=True, allow_duplicates=True, **props)
+                    container_format=container or fmt,
+                    visibility="public", wait=True, allow_duplicates=True,
+                    **props)
                 self.images[name] = image.id
                 return image.id
+            if self.guest.kind == "boot-sector":
+                from nova_rdt.lab.allinone import bootsector
+                disk = bootsector.write_disk(
+                    os.path.join(self.data, "boot-sector.raw"),
+                    ROOT_DISK_MIB)
+                up(IMAGE, disk, "raw", "bare", architecture="x86_64")
+                return
+            from nova_rdt.lab.guest import boot as guest_boot
+            from nova_rdt.lab.guest import image as guest_image
+            img = guest_image.load()
+            root = os.path.join(self.data, "root-disk.raw")
+            with open(root, "wb") as f:
+                f.truncate(ROOT_DISK_MIB << 20)
             kernel = up(f"{IMAGE}-kernel", img.kernel, "aki")
             ramdisk = up(f"{IMAGE}-initrd", img.initrd, "ari")
             up(IMAGE, root, "ami", kernel_id=kernel, ramdisk_id=ramdisk,

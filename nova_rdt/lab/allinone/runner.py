@@ -61,10 +61,6 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         run.cleanup("keeping the logs", lambda: cloud.lab.keep_logs(
             os.path.join(serve.cloud_dir(out_dir), "logs")))
         run.stop_note = f" (lab directory {cloud.base})"
-        run.summary["cloud"] = {"virt_type": cloud.machine.virt_type,
-                                "virt_type_reason": cloud.machine.reason,
-                                "forced_by_this_machine":
-                                    cloud.machine.forced}
         run.stage("Services (MariaDB, RabbitMQ, Keystone, Glance, "
                   "Placement, Neutron, Nova)")
         try:
@@ -72,6 +68,7 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         finally:
             run.summary["timings"] = cloud.timings
             run.summary["services"] = cloud.services
+            run.summary["cloud"] = _machine(cloud)
         say(f"up in {cloud.timings['start']} s: "
             f"{cloud.machine.virt_type} ({cloud.machine.reason})")
         for note in cloud.machine.forced:
@@ -84,6 +81,17 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         else:
             _serve(run, cloud)
     return run.summary
+
+
+def _machine(cloud) -> dict:
+    """Which accelerator and guest the cloud used, why, and everything
+    this machine forced."""
+    guest = cloud.guest
+    return {"virt_type": cloud.machine.virt_type,
+            "virt_type_reason": cloud.machine.reason,
+            "guest_image": guest.kind if guest else None,
+            "guest_image_reason": guest.reason if guest else None,
+            "forced_by_this_machine": list(cloud.machine.forced)}
 
 
 def _ready(cloud, out_dir: str, say) -> dict:
@@ -113,7 +121,8 @@ def _ready(cloud, out_dir: str, say) -> dict:
         say("  " + line)
     say(f"  (a member of project demo: export OS_CLOUD="
         f"{serve.MEMBER_CLOUD})")
-    say(f"image:      {cloud_mod.IMAGE}")
+    say(f"image:      {cloud_mod.IMAGE}"
+        + (f" ({cloud.guest.kind} guest)" if cloud.guest else ""))
     say(f"exporter:   {exporter}/ (way map), {exporter}/metrics, "
         f"{exporter}/api/layout")
     say(f"prometheus: {prometheus}")

@@ -131,6 +131,8 @@ def serve_json(cloud, path: str, workspace: str | None) -> str:
         "virt_type": cloud.machine.virt_type,
         "virt_type_reason": cloud.machine.reason,
         "forced_by_this_machine": cloud.machine.forced,
+        "guest_image": cloud.guest.kind if cloud.guest else None,
+        "guest_image_reason": cloud.guest.reason if cloud.guest else None,
         "nova_conf": cloud.nova.conf,
         "nova_cpu_conf": cloud.nova.cpu_conf,
         "lab_dir": cloud.base,

@@ -6,8 +6,11 @@ its nova-rdt exporter (``[nova_rdt] exporter_url``).
   for, on every cache its group holds;
 * a class costs one CLOS however many members it has;
 * (negative) asking for more ways than the host can give is refused by
-  the scheduler: "No valid host", and no group is made.
+  the scheduler: the server's fault says "No valid host" with
+  RDTFilter's reason (and no host name), and no group is made.
 """
+
+import re
 
 from tempest import config
 from tempest.api.compute import base
@@ -113,7 +116,7 @@ class RdtAppliedNegativeTest(_RdtAppliedBase):
 
     @decorators.attr(type=["negative"])
     @decorators.idempotent_id("c966a90c-70bc-4df3-bd91-0fa7a641700e")
-    def test_more_ways_than_the_host_has_gives_no_valid_host(self):
+    def test_more_ways_than_the_host_has_gives_no_valid_host_and_why(self):
         ways = self.exporter.total_ways()
         clos = self.exporter.clos_used()
         fid = self.flavor({"rdt:l3_cache_ways": str(ways)})
@@ -122,7 +125,19 @@ class RdtAppliedNegativeTest(_RdtAppliedBase):
                                        "ERROR", raise_on_error=False)
         fault = self.admin_servers_client.show_server(
             server)["server"].get("fault") or {}
-        self.assertIn("No valid host", fault.get("message", ""),
-                      f"fault: {fault}")
+        message = fault.get("message", "")
+        self.assertIn("No valid host", message, f"fault: {fault}")
+        # RDTFilter's own reason, not Nova's "not enough hosts".
+        self.assertIn("RDTFilter:", message, f"fault: {fault}")
+        self.assertIn("rdt:", message.split("RDTFilter:", 1)[1])
+        # The fault is the tenant's to read: no host names in it.
+        hypervisors = self.os_admin.hypervisor_client.list_hypervisors()[
+            "hypervisors"]
+        for hv in hypervisors:
+            name = hv["hypervisor_hostname"]
+            self.assertIsNone(
+                re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])",
+                          message),
+                f"the fault names host {name!r}: {message!r}")
         self.assertEqual({}, self.exporter.instance_ways(server))
         self.assertEqual(clos, self.exporter.clos_used())
