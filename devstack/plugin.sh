@@ -1,7 +1,11 @@
 #!/bin/bash
-# nova-rdt devstack plugin: enable with
+# nova-rdt devstack plugin: enable it from a local checkout (devstack
+# clones the branch named from any git URL, a local path too) with
 #
-#   enable_plugin nova-rdt https://opendev.example.org/nova-rdt
+#   enable_plugin nova-rdt file:///opt/stack/nova-rdt-src main
+#   TEMPEST_PLUGINS=$DEST/nova-rdt
+#
+# (devstack/README.md: the whole local.conf, two nodes with OVS-DPDK).
 #
 # devstack sources this file with the phase as arguments.  Every phase is
 # idempotent: running it twice leaves the same files.
@@ -84,9 +88,9 @@ function _nova_rdt_install_shim {
     local bin
     bin=$(_nova_rdt_bin)
     if [[ -d $NOVA_DIR/nova/virt ]]; then
-        "$bin" install-shim --virt-dir "$NOVA_DIR/nova/virt"
+        "$bin" shim install --virt-dir "$NOVA_DIR/nova/virt"
     else
-        "$bin" install-shim --python "${NOVA_RDT_NOVA_PYTHON:-python3}"
+        "$bin" shim install --python "${NOVA_RDT_NOVA_PYTHON:-python3}"
     fi
 }
 
@@ -268,7 +272,7 @@ function cleanup_nova_rdt {
     fi
     sudo rm -f "$NOVA_CONF_DIR/rootwrap.d/nova-rdt.filters"
     if [[ -d $NOVA_DIR/nova/virt ]]; then
-        "$(_nova_rdt_bin)" install-shim --uninstall \
+        "$(_nova_rdt_bin)" shim uninstall \
             --virt-dir "$NOVA_DIR/nova/virt" || true
     fi
     if [[ -e $NOVA_RDT_STATE_PATH/.resctrl-mounted-by-devstack ]]; then
