@@ -465,3 +465,36 @@ def test_benchmark_takes_another_seed_range(capsys):
     drift = [bench.score("drift", fn, cfg, 20, whole_range=w)
              for w in (False, True)]
     assert drift[0][0] == drift[1][0]
+
+
+def test_no_rechecking_search_beats_the_floor_the_benchmark_names():
+    """A search that re-checks its result stops only with a failure
+    within the resolution above two passes, after the probe: on every
+    model run here, at least ``bench.FLOOR`` trials.  The checks name
+    that floor where MLRsearch, re-checking nothing, goes under it."""
+    from benchmarks import bench_rfc2544_search as bench
+    cfg = search.SearchConfig(loss_tolerance=0.001, resolution=0.01)
+    for model in simdut.MODELS:
+        for seed in range(30):
+            dut = simdut.MODELS[model](seed, bench.LINE_64B)
+            r = search.search(dut.measure, bench.LINE_64B, cfg)
+            assert r.trial_count >= bench.FLOOR, (model, seed)
+    cells = {bench.OURS: (4.1, 1.0), bench.BISECTION: (9.4, 1.0),
+             bench.MLR: (3.1, 0.99), bench.MLR2: (5.2, 0.9)}
+    (_ok, _acc), (_ok2, _ratio), (beaten, text), (ok3, _t3) = \
+        bench._checks("benign", cells, 0.6)
+    assert not beaten and "fewer than 4 trials" in text and ok3
+    cells[bench.MLR] = (4.5, 0.99)
+    assert "fewer than" not in bench._checks("benign", cells, 0.6)[2][1]
+
+
+def test_the_drift_oracle_sits_between_the_floor_and_a_blind_staircase():
+    """benchmarks.drift_oracle: the search that knows the drift's law
+    needs more than the floor of four trials, and a staircase that
+    knows nothing of it more still, but both stay under 0.6x
+    bisection's 9.4 on the drift row (5.64): the bar is not out of
+    reach for want of information alone."""
+    from benchmarks import drift_oracle
+    oracle = 1 + drift_oracle.oracle(0.5)
+    blind = 1 + drift_oracle.staircase(4000)
+    assert 4.0 < oracle < blind < 0.6 * 9.4
