@@ -25,6 +25,10 @@ STATS_KEY = "rdt"
 # The stat naming why a host offers no RDT now ("" when healthy): the
 # driver publishes it beside an empty STATS_KEY, RDTFilter logs it.
 DEGRADED_STAT = "rdt_degraded"
+# The stat with the masks a destination decided for its incoming live
+# migrations: the source writes them into the XML it hands libvirt, so
+# the destination's hook puts the domain on them before it runs.
+INCOMING_STAT = "rdt_incoming"
 # 2: the compact form, with free runs, RMIDs, host cells and classes.
 # 3: the PMD COS rule (its span per cache id that holds PMD cores, and
 #    what a sharer can get beside what anyone else can) and sparse masks;
@@ -207,6 +211,35 @@ def _l3_entry(c: CacheIdState, kinds: tuple[str, ...]) -> list[Any]:
         entry.append([[f"{m:x}" for m in c.movable.get(k, ())]
                       for k in kinds])
     return entry
+
+
+def incoming_stat(masks: Mapping[str, Mapping[int, Mapping[str, int]]]
+                  ) -> str:
+    """``INCOMING_STAT``'s value: instance uuid -> cache id -> type ->
+    decided mask ("" when there are none)."""
+    if not masks:
+        return ""
+    return json.dumps({u: [[cid, kind, f"{m:x}"]
+                           for cid, per in sorted(by_id.items())
+                           for kind, m in sorted(per.items())]
+                       for u, by_id in sorted(masks.items())},
+                      separators=(",", ":"))
+
+
+def incoming_masks(stats: Mapping[str, str] | None, uuid: str
+                   ) -> dict[tuple[int, str], int]:
+    """What a destination published for ``uuid``: (cache id, type) ->
+    mask; empty when nothing (an older destination, or a document that
+    does not parse: the hook then places the domain itself)."""
+    raw = (stats or {}).get(INCOMING_STAT)
+    if not raw:
+        return {}
+    try:
+        return {(int(cid), str(kind)): int(m, 16)
+                for cid, kind, m in json.loads(raw).get(uuid, ())
+                if kind in (BOTH, *CDP_TYPES)}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def span(mask: int) -> int:

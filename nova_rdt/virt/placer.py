@@ -155,7 +155,7 @@ class Placer:
                     continue
                 r = e.reservation
                 if r.masks and any(r.masks.values()):
-                    state = state.with_allocation(_by_kind(r.masks),
+                    state = state.with_allocation(by_kind(r.masks),
                                                   pmd_share=r.pmd_share)
                 elif e.mb_only:
                     state = state.with_allocation({})
@@ -164,7 +164,7 @@ class Placer:
                         state, rmids_free=max(state.rmids_free - 1, 0))
             for name, masks in self._class_masks.items():
                 if name not in owners.classes and masks:
-                    state = state.with_allocation(_by_kind(masks))
+                    state = state.with_allocation(by_kind(masks))
                     # Reserved: the next member joins it, it is no second
                     # group to make.
                     if state.classes is not None and name in state.classes:
@@ -181,7 +181,7 @@ class Placer:
                            and r.rdt_class is None]
             by_id: dict[int, dict[str, list[int]]] = {}
             for masks in moving:
-                for cid, per in _by_kind(masks).items():
+                for cid, per in by_kind(masks).items():
                     for kind, mask in per.items():
                         by_id.setdefault(cid, {}).setdefault(
                             kind, []).append(mask)
@@ -445,7 +445,7 @@ class Placer:
         self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
 
 
-def _by_kind(masks: placement.PerId) -> dict[int, dict[str, int]]:
+def by_kind(masks: placement.PerId) -> dict[int, dict[str, int]]:
     """Masks per resource as HostRdtState's cache id -> libvirt type."""
     out: dict[int, dict[str, int]] = {}
     for res, per in masks.items():
@@ -461,5 +461,5 @@ def metadata_masks(masks: placement.PerId | None
                    ) -> dict[tuple[int, str], int]:
     """Decided masks as the nova-rdt metadata carries them."""
     return {(cid, kind): mask
-            for cid, per in _by_kind(masks or {}).items()
+            for cid, per in by_kind(masks or {}).items()
             for kind, mask in per.items()}

@@ -97,6 +97,9 @@ class RdtCompute:
         # live migration's source until Nova cleans it up): never
         # adopted back.  Forgotten once their domain is undefined.
         self._released: set[str] = set()
+        # Live migrations reserved here and not arrived yet: their decided
+        # masks are published for the source (INCOMING_STAT).
+        self._incoming: set[str] = set()
 
     # -- host preparation ----------------------------------------------
 
@@ -502,6 +505,7 @@ class RdtCompute:
 
     def release(self, uuid: str) -> None:
         self._released.add(uuid)
+        self._incoming.discard(uuid)
         self.claims.release(uuid)
         if self.placer is not None and self.placer.release(uuid):
             self.publish()
@@ -553,8 +557,17 @@ class RdtCompute:
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
                        f"RDT request: {e}") from e
-        self.claim(instance, request, d, state, allocated,
-                        _precheck_error, dry_run=dry_run)
+        if not dry_run:
+            # Before the claim publishes: the source reads the decided
+            # masks from what this host publishes.
+            self._incoming.add(instance.uuid)
+        try:
+            self.claim(instance, request, d, state, allocated,
+                       _precheck_error, dry_run=dry_run)
+        except BaseException:
+            if not dry_run:
+                self._incoming.discard(instance.uuid)
+            raise
 
     def destination_xml(self, context, instance, dest, xml):
         request = self.request(instance)
@@ -590,15 +603,25 @@ class RdtCompute:
                 reason=f"nova-rdt: {dest} can no longer honour the "
                        f"instance's RDT request: {e}") from e
         caches, mems = guest_rdt.tunes(d, state)
-        LOG.info("nova-rdt: destination %s gets L3 %s, MB %s", dest,
-                 dict(d.cache), dict(d.mb), instance=instance)
-        return guest_rdt.rewrite_xml(xml, caches + mems,
-                                     guest_rdt.metadata(request, d, state))
+        meta = guest_rdt.metadata(request, d, state)
+        # The destination decided where the ways go when it reserved them
+        # (pre_live_migration, before this); its hook writes them before
+        # the migrated guest runs.  An older destination publishes none:
+        # its hook then places the domain itself.
+        meta.masks = hoststate.incoming_masks(node.stats, instance.uuid)
+        LOG.info("nova-rdt: destination %s gets L3 %s at %s, MB %s", dest,
+                 dict(d.cache), {k: hex(m) for k, m in meta.masks.items()}
+                 or "its hook's choice", dict(d.mb), instance=instance)
+        return guest_rdt.rewrite_xml(xml, caches + mems, meta)
 
     def arrived(self, instance) -> None:
-        """A live migration landed here: libvirt allocated the incoming
-        domain from its sizes (the source's XML carries no masks of this
-        host's), so its decided masks are written now."""
+        """A live migration landed here.  Its hook wrote the decided masks
+        the source put in the XML, when they were still safe; written
+        again here in case they were not (a source too old to carry them,
+        a neighbour in the way)."""
+        if instance.uuid in self._incoming:
+            self._incoming.discard(instance.uuid)
+            self.publish()
         if self.placer is None or not self.placer.masks_of(instance.uuid):
             return
         try:
@@ -619,14 +642,27 @@ class RdtCompute:
         node's; none for a host that never had resctrl."""
         state = self.host_state()
         if state is not None:
-            return {**state.to_stats(), DEGRADED_STAT: ""}
+            return {**state.to_stats(), DEGRADED_STAT: "",
+                    hoststate.INCOMING_STAT: self._incoming_stat()}
         if self.degraded is not None:
             # Nova's resource tracker merges stats into the old ones: an
             # absent key would leave the last good state published.  An
             # empty one reads as "no RDT" to RDTFilter.
             return {hoststate.STATS_KEY: "",
-                    DEGRADED_STAT: self.degraded.reason}
+                    DEGRADED_STAT: self.degraded.reason,
+                    hoststate.INCOMING_STAT: ""}
         return {}
+
+    def _incoming_stat(self) -> str:
+        placer = self.placer
+        if placer is None:
+            return ""
+        masks = {}
+        for uuid in sorted(self._incoming):
+            decided = placer.masks_of(uuid)
+            if decided:
+                masks[uuid] = placer_mod.by_kind(decided)
+        return hoststate.incoming_stat(masks)
 
     def traits(self) -> set[str]:
         state = self.host_state()

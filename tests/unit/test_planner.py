@@ -240,3 +240,23 @@ def test_fast_summary_agrees_with_the_exact_check(used, clos, cdp, mb, ways,
     placement = planner.Placement.even(4, nodes)
     exact = planner.fits_anywhere(s, r, placement) is None
     assert planner.HostSummary.of(s).fits(r, placement, {}) == exact
+
+
+def test_incoming_masks_round_trip_and_bad_documents_read_as_none():
+    masks = {"u1": {0: {"both": 0xf0}, 1: {"both": 0x3c}},
+             "u2": {0: {"code": 0x3, "data": 0xc}}}
+    stats = {hoststate.INCOMING_STAT: hoststate.incoming_stat(masks)}
+    assert hoststate.incoming_masks(stats, "u1") == {
+        (0, "both"): 0xf0, (1, "both"): 0x3c}
+    assert hoststate.incoming_masks(stats, "u2") == {
+        (0, "code"): 0x3, (0, "data"): 0xc}
+    assert hoststate.incoming_masks(stats, "u3") == {}
+    assert hoststate.incoming_stat({}) == ""
+    # An older destination, or a document that does not parse: nothing,
+    # and the destination's hook places the domain itself.
+    for raw in (None, "", "[", "[1]", '{"u1": 5}', '{"u1": [[0, "both"]]}',
+                '{"u1": [[0, "both", "zz"]]}'):
+        assert hoststate.incoming_masks(
+            {hoststate.INCOMING_STAT: raw}, "u1") == {}
+    assert hoststate.incoming_masks(
+        {hoststate.INCOMING_STAT: '{"u1": [[0, "L2", "3"]]}'}, "u1") == {}

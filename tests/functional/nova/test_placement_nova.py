@@ -323,6 +323,25 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         self.assertIn(self.server["id"], self.placer("rdt2"))
         self.assertNotIn(self.server["id"], self.placer("rdt1"))
 
+    def test_the_destinations_decision_travels_in_the_migration_xml(self):
+        """The destination decides where the ways go when it reserves
+        them; the source puts those masks in the XML it hands libvirt, so
+        the destination's hook writes them before the guest runs there."""
+        self._setup()
+        # Something on rdt2 first, so its decision is not rdt1's.
+        self.boot(self.flavor(**{"rdt:l3_cache_ways": "2"}), host="rdt2")
+        self._live_migrate(self.server, "completed")
+        decided = self.placer("rdt2").masks_of(self.server["id"])["L3"]
+        meta = guest_rdt.read_metadata(
+            self.domain_xml(self.server["id"], "rdt2"))
+        self.assertEqual({(cid, "both"): m for cid, m in decided.items()},
+                         meta.masks)
+        self.assertEqual(2, len(meta.masks))
+        for mask in meta.masks.values():
+            self.assertEqual(4, bin(mask).count("1"))
+        # Arrived: nothing is published as incoming any more.
+        self.assertEqual("", self.stats("rdt2").get("rdt_incoming"))
+
     def test_a_full_destination_refuses_it(self):
         self._setup(ways="5")
         # Fill rdt2: 9 managed ways, a 5-way instance leaves 4.
