@@ -17,8 +17,12 @@ function _nova_rdt_bin {
     local bin=${NOVA_BIN_DIR:-/usr/local/bin}/nova-rdt
     if [[ -x $bin ]]; then
         echo "$bin"
-    else
-        command -v nova-rdt
+    elif ! command -v nova-rdt; then
+        # Under errexit a bare failure here would end the phase silently.
+        echo "nova-rdt plugin: no nova-rdt command in" \
+            "${NOVA_BIN_DIR:-/usr/local/bin} or on PATH (stack install" \
+            "puts it there)" >&2
+        return 1
     fi
 }
 
