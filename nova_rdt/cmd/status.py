@@ -40,6 +40,8 @@ DRIVER = "rdt.LibvirtRDTDriver"
 FILTER = "nova_rdt.scheduler.filter.RDTFilter"
 PASTE_FACTORY = "nova_rdt.api.flavor_check:filter_factory"
 PASTE_COMPOSITE = "composite:openstack_compute_api_v21"
+# Nova's factory for its compute API pipelines (nova/api/auth.py).
+PIPELINE_FACTORY = "call:nova.api.auth:pipeline_factory_v21"
 CONTEXT = "nova_rdt.privsep.sys_admin_pctxt"
 DEFAULT_NOVA_CONF = common.DEFAULT_NOVA_CONF
 ROLES = ("api", "scheduler", "compute")
@@ -241,6 +243,30 @@ def paste_filter_names(parser: configparser.RawConfigParser) -> list[str]:
                        fallback="").strip() == PASTE_FACTORY]
 
 
+def compute_pipelines(parser: configparser.RawConfigParser
+                      ) -> dict[str, list[str]]:
+    """The compute API composites nova-api serves -> the URL prefixes it
+    serves each at: every ``pipeline_factory_v21`` composite that a
+    urlmap routes to (``/v2.1/+``, and ``/v2/+``, the legacy
+    v2-compatible API that Nova still serves by default).  Without a
+    urlmap, every such composite, at no known prefix."""
+    composites = [s.split(":", 1)[1] for s in parser.sections()
+                  if s.startswith("composite:") and
+                  parser.get(s, "use", fallback="").strip() ==
+                  PIPELINE_FACTORY]
+    routes: dict[str, list[str]] = {}
+    for section in parser.sections():
+        if not section.startswith("composite:") or \
+                "urlmap" not in parser.get(section, "use", fallback=""):
+            continue
+        for prefix, target in parser.items(section):
+            if prefix.startswith("/") and target.strip() in composites:
+                routes.setdefault(target.strip(), []).append(prefix)
+    if not routes:
+        return {c: [] for c in composites}
+    return routes
+
+
 def check_paste(env: Env) -> Outcome:
     path = env.api_paste
     fix = (f"add [filter:rdt_flavor_check] paste.filter_factory = "
@@ -265,8 +291,30 @@ def check_paste(env: Env) -> Outcome:
     if not set(names) & set(pipeline):
         return fail(f"the keystone pipeline of [{PASTE_COMPOSITE}] in "
                     f"{path} does not use {names[0]}.", fix)
-    return ok(f"{names[0]} is in the keystone pipeline of "
-              f"[{PASTE_COMPOSITE}] in {path}.")
+    # The other compute pipelines nova-api serves: a flavor set through
+    # them would skip the whole-flavor check (and Nova's own per-key
+    # validation, which starts at microversion 2.86).
+    bypass = [(c, prefixes) for c, prefixes in
+              sorted(compute_pipelines(parser).items())
+              if c != PASTE_COMPOSITE.split(":", 1)[1] and
+              not set(names) & set(parser.get(f"composite:{c}", "keystone",
+                                              fallback="").split())]
+    if bypass:
+        where = "; ".join(f"[composite:{c}]" + (
+            f" (served at {', '.join(p)})" if p else "")
+            for c, p in bypass)
+        return warn(f"{names[0]} is in the keystone pipeline of "
+                    f"[{PASTE_COMPOSITE}], not in {where} of {path}: "
+                    "flavor extra specs set through it are not checked.",
+                    f"add {names[0]} after keystonecontext in the "
+                    "keystone pipeline of each (or stop serving it); "
+                    "restart nova-api")
+    return ok(f"{names[0]} is in the keystone pipeline of every compute "
+              f"API nova-api serves ([{PASTE_COMPOSITE}]"
+              + "".join(f", [composite:{c}]" for c in
+                        sorted(compute_pipelines(parser))
+                        if f"composite:{c}" != PASTE_COMPOSITE)
+              + f") in {path}.")
 
 
 def check_rootwrap(env: Env) -> Outcome:
