@@ -67,6 +67,22 @@ def test_novas_logged_xml_is_read_back(tmp_path):
     assert checks.nova_guest_xml(str(log), "nope") is None
 
 
+def test_libvirts_tcg_refusal_is_read_from_nova_computes_log(tmp_path):
+    """The line nova-compute logged under TCG (libvirt 9.0, this
+    machine): the fault the user sees says only that retries ran out."""
+    log = tmp_path / "nova-compute.log"
+    log.write_text(
+        "2026 ERROR nova.compute.manager [instance: x] libvirt.libvirtError:"
+        " unsupported configuration: cachetune is only supported for KVM "
+        "domains\n")
+    assert checks._libvirt_refusal(str(log)) == (
+        "unsupported configuration: cachetune is only supported for KVM "
+        "domains")
+    log.write_text("2026 ERROR nova libvirt.libvirtError: other\n")
+    assert checks._libvirt_refusal(str(log)) is None
+    assert checks._libvirt_refusal(str(tmp_path / "missing.log")) is None
+
+
 def test_l3_masks_and_cache_ids():
     assert checks._l3_masks("MB:0=100;1=100\nL3:0=c;1=30\n") == \
         {0: 0xc, 1: 0x30}

@@ -107,13 +107,18 @@ class Checks:
                    _first(e.printed, "status") or e.printed[-500:])
         if not active:
             fault = self._fault()
-            if self.cloud.machine.virt_type == "qemu" and \
-                    "only supported for KVM" in str(fault):
-                # TCG: what libvirt does with Nova's <cachetune> there.
+            refusal = _libvirt_refusal(
+                self.cloud.services["nova-compute"]["log"])
+            if self.cloud.machine.virt_type == "qemu" and refusal:
+                # TCG: libvirt refuses Nova's <cachetune> at defineXML.
+                # The user's fault does not say so (Nova reschedules and
+                # reports the retries); nova-compute's log does.
+                self.facts["libvirt_refusal"] = refusal
                 self.results[-1] = Check(
                     self.results[-1].name, None,
-                    f"TCG: libvirt refuses Nova's <cachetune> for non-KVM "
-                    f"domains ({fault.get('message')})")
+                    f"TCG: libvirt refused Nova's domain ({refusal}, in "
+                    f"nova-compute's log); the fault says: "
+                    f"{fault.get('message')}")
                 self.say(self.results[-1].line())
                 sh(f"openstack server delete --wait {SERVER}", timeout=300)
             return
@@ -308,6 +313,22 @@ def _cbm_len(root: str) -> int:
         except OSError:
             continue
     raise RuntimeError(f"no L3 in {root}/info")
+
+
+def _libvirt_refusal(log_path: str) -> str | None:
+    """libvirt's error for a domain with resctrl elements that is not a
+    KVM domain (qemuValidateDomainDef), as nova-compute logged it."""
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                m = re.search(r"libvirtError: (unsupported configuration: "
+                              r"cachetune is only supported for KVM "
+                              r"domains)", line)
+                if m:
+                    return m.group(1)
+    except OSError:
+        pass
+    return None
 
 
 def _filter_reasons(log_path: str) -> list[str]:
