@@ -55,10 +55,11 @@ def emulate(args) -> int:
     from nova_rdt.emulator import versions
 
     if args.list_profiles:
+        width = max(map(len, profiles.PROFILES))
         common.report(
             args, {"profiles": {name: p.description for name, p in
                                 sorted(profiles.PROFILES.items())}},
-            "\n".join(f"{name:16} {p.description}" for name, p in
+            "\n".join(f"{name:{width}}  {p.description}" for name, p in
                       sorted(profiles.PROFILES.items())))
         return 0
     profiles.get(args.profile)  # a clear error for an unknown name
