@@ -143,13 +143,25 @@ function configure_nova_rdt_rootwrap {
         "$NOVA_CONF_DIR/rootwrap.d/nova-rdt.filters"
 }
 
-# The whole-flavor check, in the keystone pipeline right after
+# The compute API pipelines nova-api serves: /v2.1 and the legacy /v2,
+# which runs neither this filter's check nor Nova's per-key validation
+# unless the filter is in it too.
+NOVA_RDT_PASTE_PIPELINES="composite:openstack_compute_api_v21
+composite:openstack_compute_api_v21_legacy_v2_compatible"
+
+# The whole-flavor check, in each keystone pipeline right after
 # keystonecontext (it needs the request's context), once.
 function configure_nova_rdt_paste {
-    local ini=$NOVA_API_PASTE_INI section=composite:openstack_compute_api_v21
+    local ini=$NOVA_API_PASTE_INI section
     iniset "$ini" "filter:$NOVA_RDT_PASTE_FILTER" paste.filter_factory \
         nova_rdt.api.flavor_check:filter_factory
-    local pipeline new=() w
+    for section in $NOVA_RDT_PASTE_PIPELINES; do
+        _nova_rdt_paste_insert "$ini" "$section"
+    done
+}
+
+function _nova_rdt_paste_insert {
+    local ini=$1 section=$2 pipeline new=() w
     pipeline=$(iniget "$ini" "$section" keystone)
     if [[ -z $pipeline || " $pipeline " == *" $NOVA_RDT_PASTE_FILTER "* ]]; then
         return 0
@@ -263,14 +275,16 @@ function cleanup_nova_rdt {
         fi
     fi
     if [[ -f $NOVA_API_PASTE_INI ]]; then
-        local section=composite:openstack_compute_api_v21 pipeline kept=() w
-        pipeline=$(iniget "$NOVA_API_PASTE_INI" "$section" keystone)
-        if [[ " $pipeline " == *" $NOVA_RDT_PASTE_FILTER "* ]]; then
+        local section pipeline kept w
+        for section in $NOVA_RDT_PASTE_PIPELINES; do
+            pipeline=$(iniget "$NOVA_API_PASTE_INI" "$section" keystone)
+            [[ " $pipeline " == *" $NOVA_RDT_PASTE_FILTER "* ]] || continue
+            kept=()
             for w in $pipeline; do
                 [[ $w == "$NOVA_RDT_PASTE_FILTER" ]] || kept+=("$w")
             done
             iniset "$NOVA_API_PASTE_INI" "$section" keystone "${kept[*]}"
-        fi
+        done
         _nova_rdt_drop_section "$NOVA_API_PASTE_INI" \
             "filter:$NOVA_RDT_PASTE_FILTER"
     fi

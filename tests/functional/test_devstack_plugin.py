@@ -112,7 +112,13 @@ def _lines(path, prefix):
 
 
 def _pipeline(path):
-    return _lines(path, "keystone=")[0].split("=", 1)[1].split()
+    return _pipelines(path)[0]
+
+
+def _pipelines(path):
+    """Every keystone pipeline: /v2.1's, then the legacy /v2's."""
+    return [line.split("=", 1)[1].split()
+            for line in _lines(path, "keystone=")]
 
 
 def test_stack_twice_then_unstack_and_clean(env):
@@ -144,9 +150,13 @@ def test_stack_twice_then_unstack_and_clean(env):
     assert open(shim).read() == install_shim.SHIM
     assert open(_files(env)[5]).read() == open(os.path.join(
         REPO, "etc", "nova", "rootwrap.d", "nova-rdt.filters")).read()
-    pipeline = _pipeline(paste)
-    i = pipeline.index("keystonecontext")
-    assert pipeline[i + 1] == "rdt_flavor_check"
+    # Both compute pipelines: the legacy /v2 runs no per-key validation
+    # of Nova's own either.
+    pipelines = _pipelines(paste)
+    assert len(pipelines) == 2
+    for pipeline in pipelines:
+        i = pipeline.index("keystonecontext")
+        assert pipeline[i + 1] == "rdt_flavor_check"
     assert "[filter:rdt_flavor_check]" in open(paste).read()
     log = open(env["FAKE_LOG"]).read().splitlines()
     assert "define_plugin nova-rdt" in log
@@ -169,7 +179,8 @@ def test_stack_twice_then_unstack_and_clean(env):
         f"available_filters = {ALL}", f"available_filters = {RDT}"]
     assert _lines(nova, "enabled_filters=") == [
         "enabled_filters = ComputeFilter,NUMATopologyFilter,RDTFilter"]
-    assert _pipeline(paste).count("rdt_flavor_check") == 1
+    assert [p.count("rdt_flavor_check") for p in _pipelines(paste)] == \
+        [1, 1]
     assert open(paste).read().count("[filter:rdt_flavor_check]") == 1
     log = open(env["FAKE_LOG"]).read()
     # The hook and resctrl were there already: no second restart, mount.
