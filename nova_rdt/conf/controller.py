@@ -68,10 +68,13 @@ controller_opts = [
                         "capacity protected and best effort may use "
                         "together."),
     cfg.ListOpt("protected", default=[],
-                help="Protected instances without an SLO signal: domain "
-                     "names, instance names or uuids as the hook records "
-                     "them, or resctrl group names.  Their groups are "
-                     "watched (MBM), never changed."),
+                help="Protected instances without an SLO signal: uuids "
+                     "or domain names as the hook records them, resctrl "
+                     "group names, or display names where only one "
+                     "instance on the host has it (a display name two "
+                     "tenants share is refused with a warning naming "
+                     "their uuids).  Their groups are watched (MBM), "
+                     "never changed."),
     cfg.MultiStrOpt("slo", default=[],
                     help="A protected instance with an SLO signal, as "
                          "INSTANCE=TARGET@SOURCE; SOURCE is file:PATH (a "

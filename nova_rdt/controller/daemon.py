@@ -70,6 +70,8 @@ class Controller:
         self.state_path = state_path
         self.only = set(classes)
         self.protected = list(protected)
+        # Protected names already said to be ambiguous (said once).
+        self._warned: set[str] = set()
         self.records = records
         self.dry_run = dry_run
         self.metrics = metrics
@@ -138,16 +140,13 @@ class Controller:
         ``rdt:slo`` (the driver's metadata, recorded by the hook) is
         protected too.
         """
-        by_key: dict[str, str | None] = {}
         listed = {p.name for p in self.protected}
+        recs = []
         if self.records is not None:
-            recs, _bad = self.records.all()
+            recs = [r for r in self.records.all()[0]
+                    # a class member is best effort
+                    if not r.rdt_class]
             for r in recs:
-                if r.rdt_class:
-                    continue       # a class member is best effort
-                for key in (r.name, r.uuid, r.instance_name):
-                    if key:
-                        by_key[key] = r.group
                 if r.slo and not \
                         listed & {r.name, r.uuid, r.instance_name}:
                     self.protected.append(Protected(r.name))
@@ -155,8 +154,15 @@ class Controller:
         names = {g.name for g in self.fs.groups(with_mon=False)}
         out = {}
         for p in self.protected:
-            group = by_key.get(p.name)
-            if group is None and p.name in names:
+            group, ambiguous = instance_group(p.name, recs)
+            if ambiguous and p.name not in self._warned:
+                self._warned.add(p.name)
+                LOG.warning(
+                    "protected instance %r: %d instances on this host have "
+                    "that display name (%s); name it by its uuid or its "
+                    "domain name.  It is not watched until then.", p.name,
+                    len(ambiguous), ", ".join(sorted(ambiguous)))
+            if group is None and not ambiguous and p.name in names:
                 group = p.name
             out[p.name] = group
         return out
@@ -403,3 +409,20 @@ def start_guardian(fs, state_path: str) -> subprocess.Popen:
          "--state-file", state_path, "--resctrl-root", fs.root,
          "--sysfs-cpu-root", fs.sysfs_cpu, "--prefix", fs.prefix],
         stdin=subprocess.PIPE, start_new_session=True, close_fds=True)
+
+
+def instance_group(key: str, records) -> tuple[str | None, list[str]]:
+    """The group of the instance ``key`` names, and the uuids it could
+    mean when it is ambiguous.
+
+    A uuid or a libvirt domain name names one instance.  A display name
+    is the tenant's, and two tenants' ``web-1`` can share a host: it
+    names an instance only when exactly one record has it.
+    """
+    for r in records:
+        if key in (r.uuid, r.name):
+            return r.group, []
+    same = [r for r in records if r.instance_name == key]
+    if len(same) == 1:
+        return same[0].group, []
+    return None, [r.uuid for r in same] if len(same) > 1 else []

@@ -322,3 +322,23 @@ def test_growth_never_regains_a_way_someone_took(cur, target, other, before):
     # A group that was not there at adoption counts whole.
     assert layout.new_sharing({"new": Schemata({"L3": {0: other}})}, {}) \
         == {("L3", 0): other}
+
+
+def test_a_display_name_two_tenants_share_names_no_instance():
+    """``protected = web-1`` on a host with two tenants' web-1: neither is
+    taken for the other; a uuid or a domain name names exactly one."""
+    from types import SimpleNamespace as R
+
+    from nova_rdt.controller.daemon import instance_group
+    recs = [R(uuid="u-a", name="instance-1", instance_name="web-1",
+              group="qemu-1-instance-1-vcpus_0"),
+            R(uuid="u-b", name="instance-2", instance_name="web-1",
+              group="qemu-2-instance-2-vcpus_0"),
+            R(uuid="u-c", name="instance-3", instance_name="db",
+              group="qemu-3-instance-3-vcpus_0")]
+    assert instance_group("web-1", recs) == (None, ["u-a", "u-b"])
+    assert instance_group("u-b", recs) == ("qemu-2-instance-2-vcpus_0", [])
+    assert instance_group("instance-1", recs) == \
+        ("qemu-1-instance-1-vcpus_0", [])
+    assert instance_group("db", recs) == ("qemu-3-instance-3-vcpus_0", [])
+    assert instance_group("nobody", recs) == (None, [])
