@@ -23,7 +23,10 @@ PROG = "nova-rdt rfc2544"
 
 def add_arguments(rr: argparse.ArgumentParser) -> None:
     rr.add_argument("--config", type=cliargs.path,
-                    help="YAML (see nova_rdt.rfc2544.config)")
+                    help="the run's settings as a YAML file: generator, "
+                         "frame sizes, durations, tolerances (every key is "
+                         "in the docs' RFC 2544 page); the flags below "
+                         "override it")
     rr.add_argument("--generator", choices=list(generators.TYPES),
                     help="overrides generator.type of the config")
     rr.add_argument("--frame-sizes",
