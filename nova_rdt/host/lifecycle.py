@@ -115,7 +115,10 @@ class DomainLifecycle:
                 instance_name=event.instance_name, flavor=event.flavor,
                 project_id=event.project_id,
                 project_name=event.project_name,
-                schemata=schemata, tasks=members)
+                schemata=schemata, tasks=members,
+                class_masks=tuple((cid, kind, mask) for (cid, kind), mask
+                                  in m.class_masks)
+                if m.rdt_class and m.class_masks else None)
             recorded = self._put_record(rec)
             if lost is not None:
                 d = restore_group(self.fs, rec)

@@ -280,11 +280,22 @@ class Reconciler:
                 for res in s.resources():
                     for cid, mask in s.domains(res).items():
                         held[res, cid] = held.get((res, cid), 0) | mask
+        # A class group resctrl lost is re-made where nova-rdt decided it
+        # (a member's recorded class masks, when still safe), not at the
+        # lowest free ways: there it would land beside the PMD sharers,
+        # whose next one would then find no room next to the PMD COS.
+        # The last member to start carries the latest decision.
+        planned: dict[str, dict[tuple[int, str], int]] = {}
+        for rec in sorted(living, key=lambda r: r.pid_start or 0):
+            masks = rec.planned_class_masks() if rec.rdt_class else None
+            if masks:
+                planned[rec.rdt_class] = masks
         for rec in living:
             if not rec.rdt_class:
                 continue
             try:
                 self.classes.join(rec.rdt_class, threads(rec.pid),
+                                  planned=planned.get(rec.rdt_class),
                                   held=held)
                 report.rejoined.append(rec.uuid)
             except (IsolationError, errors.ResctrlError) as e:

@@ -29,6 +29,10 @@ MAX_LABEL = 255
 MAX_RECORD_BYTES = 64 * 1024
 MAX_SCHEMATA = 4096
 MAX_TASKS = 1024
+MAX_CACHE_ID = 9999
+MAX_CLASS_MASKS = 256
+#: libvirt's cache types, as the nova-rdt metadata names them.
+CACHE_KINDS = ("both", "code", "data")
 
 
 def write_durably(path: str, data: bytes, mode: int = 0o644) -> None:
@@ -114,6 +118,12 @@ class Record:
     # Nova's owner project (absent in older records), for the exporter.
     project_id: str | None = None
     project_name: str | None = None
+    # A class member's decided class masks, (cache id, libvirt cache
+    # type, mask), from its metadata (absent in older records and for
+    # other domains): where reconcile re-makes the class group after
+    # resctrl lost it, instead of at the lowest free ways, where it can
+    # wall the PMD sharers in.
+    class_masks: tuple[tuple[int, str, int], ...] | None = None
 
     def __post_init__(self) -> None:
         # Records are read back as root by reconcile, which removes the
@@ -163,6 +173,8 @@ class Record:
             for tid in self.tasks:
                 _int("tasks", tid, 1, MAX_PID)
             object.__setattr__(self, "tasks", tuple(self.tasks))
+        if self.class_masks is not None:
+            self._check_class_masks()
         for field in ("instance_name", "flavor", "project_id",
                       "project_name"):
             value = getattr(self, field)
@@ -171,6 +183,30 @@ class Record:
                     and value.isprintable()):
                 raise RecordError(f"{field} {_cut(value)} is not a "
                                   f"printable label")
+
+    def _check_class_masks(self) -> None:
+        masks = self.class_masks
+        if self.rdt_class is None or not isinstance(masks, (list, tuple)) \
+                or not 0 < len(masks) <= MAX_CLASS_MASKS:
+            raise RecordError(f"class_masks {_cut(masks)} is not the "
+                              f"masks of the record's class")
+        out = []
+        for item in masks:
+            if not isinstance(item, (list, tuple)) or len(item) != 3 \
+                    or item[1] not in CACHE_KINDS:
+                raise RecordError(f"class_masks {_cut(item)} is not "
+                                  f"[cache id, {'|'.join(CACHE_KINDS)}, "
+                                  f"mask]")
+            _int("class_masks cache id", item[0], 0, MAX_CACHE_ID)
+            _int("class_masks mask", item[2], 1, (1 << 64) - 1)
+            out.append((item[0], item[1], item[2]))
+        object.__setattr__(self, "class_masks", tuple(out))
+
+    def planned_class_masks(self) -> dict[tuple[int, str], int] | None:
+        """The decided class masks as the class join takes them."""
+        if not self.class_masks:
+            return None
+        return {(cid, kind): mask for cid, kind, mask in self.class_masks}
 
     @classmethod
     def from_dict(cls, data: object) -> Record:
@@ -227,8 +263,13 @@ class Records:
         # Readable by all: nova-compute and the exporter read records
         # unprivileged; they name domains, which are no secret on a host.
         os.makedirs(self.dir, mode=0o755, exist_ok=True)
+        data = dataclasses.asdict(rec)
+        if data["class_masks"] is None:
+            # Left out when there are none: the record of a domain without
+            # a class stays readable by a nova-rdt from before the field.
+            del data["class_masks"]
         write_durably(self._path(rec.uuid), json.dumps(
-            dataclasses.asdict(rec), sort_keys=True).encode())
+            data, sort_keys=True).encode())
 
     def remove(self, uuid: str) -> None:
         path = self._path(uuid)

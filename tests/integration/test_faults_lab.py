@@ -273,11 +273,7 @@ def faults_run(tmp_path_factory, libvirt_cache):
 #: Runs known not to converge today, with why.  Each is printed FAILED by
 #: the lab and named in the stop's closing note; every other run must
 #: converge.  Remove an entry once its run converges.
-KNOWN_FAILING = {
-    ("emulator-killed", "during-delete"):
-        "issue 33 (open): after the emulator is killed and remounted "
-        "empty, the set-up's next boot is refused by RDTFilter",
-}
+KNOWN_FAILING: dict[tuple[str, str], str] = {}
 
 
 def _unexpected(summary):
