@@ -389,37 +389,49 @@ class HostRdtState:
     def with_moves(self, moved: Mapping[int, Mapping[str, tuple[int, ...]]]
                    ) -> HostRdtState:
         """This state after the planner moved movable groups: cache id ->
-        type -> their new masks, in ``movable``'s order.  A sharer stays
-        one, and the PMD COS spans where the sharers are now (the compute
-        writes it with the move)."""
-        if not moved:
+        type -> their new masks, in ``movable``'s order."""
+        state = self.with_relocated({
+            cid: {kind: list(zip(self.cache[cid].movable[kind], new,
+                                 strict=True))
+                  for kind, new in by_type.items()}
+            for cid, by_type in moved.items()})
+        cache = dict(state.cache)
+        for cid, by_type in moved.items():
+            cache[cid] = dataclasses.replace(cache[cid], movable={
+                **cache[cid].movable,
+                **{kind: tuple(new) for kind, new in by_type.items()}})
+        return dataclasses.replace(state, cache=cache)
+
+    def with_relocated(self, pairs: Mapping[int, Mapping[str, Sequence[
+            tuple[int, int]]]]) -> HostRdtState:
+        """This state with groups moved: cache id -> type -> (old mask,
+        new mask).  A sharer stays one, and the PMD COS spans where the
+        sharers are now (the compute writes it with the move)."""
+        if not pairs:
             return self
         cache = dict(self.cache)
-        for cid, by_type in moved.items():
-            c = cache[cid]
+        for cid, by_type in pairs.items():
+            c = cache.get(cid)
+            if c is None:
+                continue
             used, want = dict(c.used), dict(c.pmd_want)
-            movable = dict(c.movable)
-            for kind, new in by_type.items():
-                old = c.movable[kind]
+            for kind, moves in by_type.items():
                 w = want.get(kind, 0)
                 # All old places go before any new one comes: a group may
                 # move onto the ways another left.
-                sharers = [(was, now) for was, now in zip(old, new,
-                                                          strict=True)
+                sharers = [(was, now) for was, now in moves
                            if w and was & w == was]
-                for was in old:
+                for was, _now in moves:
                     used[kind] &= ~was
                 for was, _now in sharers:
                     w &= ~was
-                for now in new:
+                for _was, now in moves:
                     used[kind] |= now
                 for _was, now in sharers:
                     w |= now
                 if w:
                     want[kind] = w
-                movable[kind] = tuple(new)
-            c = dataclasses.replace(c, used=used, pmd_want=want,
-                                    movable=movable)
+            c = dataclasses.replace(c, used=used, pmd_want=want)
             if c.pmd:
                 c = dataclasses.replace(c, used={
                     k: m | c.pmd_cover(k) for k, m in used.items()})

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging as std_logging
+import threading
 import weakref
 
 from nova import exception
@@ -213,6 +214,16 @@ class _Request:
         return cells
 
 
+# Nova keeps 255 characters of a fault's message, and its NoValidHost
+# puts "No valid host was found. " before the reason.
+_REASON_MAX = 255 - len("No valid host was found. ")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _REASON_MAX else \
+        text[:_REASON_MAX - 3].rstrip() + "..."
+
+
 def _get(obj, name):
     return getattr(obj, name) if name in obj else None
 
@@ -311,6 +322,8 @@ class RDTFilter(filters.BaseHostFilter):
     def __init__(self):
         super().__init__()
         self._last: _Request | None = None
+        # The index of the request's instance being filtered, per thread.
+        self._index = threading.local()
         # HostState -> the request it last saw and what that request
         # already took there.  Nova 34 makes HostStates per request, so
         # they go with it.
@@ -341,27 +354,42 @@ class RDTFilter(filters.BaseHostFilter):
         passes = self._passes
         candidates = list(filter_obj_list)
         hosts = [h for h in candidates if passes(h, r)]
-        if not hosts and candidates and not r.several:
+        if not hosts and candidates and \
+                getattr(self._index, "value", None) == 0:
             # Nova's own NoValidHost says only "not enough hosts"; the
             # reason would stay in this log.  Raised here, it reaches the
-            # instance's fault.  Only for a single instance: Nova filters
-            # the first instance of a request before it claims anything,
-            # while a multi-create's later instances have claims that
-            # only Nova's own NoValidHost path gives back.
+            # instance's fault.  Only for a request's first instance:
+            # Nova filters it before it claims anything, while later
+            # instances of a multi-create have claims that only Nova's
+            # own NoValidHost path gives back.
             raise exception.NoValidHost(
-                reason=self._reason(candidates, r))
+                reason=self._reason(candidates, r, spec_obj))
         return hosts
+
+    def run_filter_for_index(self, index):
+        # Nova asks this right before filter_all, for the same request,
+        # in the same thread (a green one under eventlet).
+        self._index.value = index
+        return super().run_filter_for_index(index)
 
     def host_passes(self, host_state, spec_obj):
         return self._passes(host_state, self._request(spec_obj))
 
     @staticmethod
-    def _reason(hosts, r: _Request) -> str:
-        """Why no host passed, host by host, without host names: the
-        fault is the tenant's to read."""
+    def _reason(hosts, r: _Request, spec_obj) -> str:
+        """Why no host passed, for the instance's fault.
+
+        The fault is the tenant's to read: it says what the request
+        cannot get, in the words of the most common refusal, without host
+        names, host counts or other tenants' masks (Nova stores at most
+        255 characters of it).  The whole breakdown, host by host, goes
+        to this log.
+        """
         req = r.req
         if isinstance(req, spec.SpecError):
-            return f"RDTFilter: the flavor's rdt: extra specs: {req}"
+            return _short(f"RDTFilter: the flavor's rdt: extra specs: {req}")
+        uuid = spec_obj.instance_uuid if "instance_uuid" in spec_obj \
+            else None
         counts: dict[str, int] = {}
         for h in hosts:
             state = hoststate.HostRdtState.from_stats(h.stats)
@@ -371,11 +399,13 @@ class RDTFilter(filters.BaseHostFilter):
                 why = planner.fits_anywhere(state, req, r.placement) or \
                     "no room on the host cells Nova's NUMA fit gives"
             counts[why] = counts.get(why, 0) + 1
-        parts = [f"{n} host{'s' if n > 1 else ''}: {why}"
-                 for why, n in sorted(counts.items(),
-                                      key=lambda kv: (-kv[1], kv[0]))]
-        return "RDTFilter: no host can give this flavor's rdt: request (" \
-            + "; ".join(parts) + ")"
+            if LOG.isEnabledFor(std_logging.INFO):
+                LOG.info("RDTFilter: %s: %s", h, why, instance_uuid=uuid)
+        top = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        # What follows the first ";" is where the free ways are: another
+        # tenant's business.
+        return _short("RDTFilter: no host can give this flavor's rdt: "
+                      "request: " + top.split(";")[0])
 
     def _passes(self, host_state, r: _Request) -> bool:
         req = r.req

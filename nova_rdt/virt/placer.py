@@ -150,6 +150,27 @@ class Placer:
             owners = hostplan.ownership(
                 view, self.fs.prefix,
                 {u: e.domain for u, e in self._book.items()}, self.classes)
+            # Moves decided and not written yet (a claim's, until its
+            # start writes them in make_room): resctrl still shows the old
+            # place, the plan already holds the new one.
+            live, live_classes = hostplan.live_masks(view, owners)
+            pairs: dict[int, dict[str, list[tuple[int, int]]]] = {}
+            pending = [(live_classes.get(n), self._class_masks.get(n))
+                       for n in self._class_moves]
+            pending += [(live.get(u), self._book[u].reservation.masks)
+                        for u in self._instance_moves
+                        if u in self._book and u != exclude]
+            for was, now in pending:
+                if not was or not now:
+                    continue
+                old_by, new_by = by_kind(was), by_kind(now)
+                for cid, per in new_by.items():
+                    for kind, mask in per.items():
+                        old = old_by.get(cid, {}).get(kind)
+                        if old is not None and old != mask:
+                            pairs.setdefault(cid, {}).setdefault(
+                                kind, []).append((old, mask))
+            state = state.with_relocated(pairs)
             for uuid, e in self._book.items():
                 if uuid == exclude or uuid in owners.instances:
                     continue
@@ -171,10 +192,33 @@ class Placer:
                         state = dataclasses.replace(state, classes={
                             **state.classes, name: dataclasses.replace(
                                 state.classes[name], exists=True)})
+            _owners, host, reservations, groups = self._inputs(view)
+            # A class in use with neither a group nor a decided place (its
+            # members all stopped, defined by an older nova-rdt) is placed
+            # when its first member starts: it costs its CLOS and ways
+            # now, where the planner would put it.
+            unplaced = sorted(n for n, g in groups.items()
+                              if g.masks is None and n not in owners.classes)
+            placed_now = []
+            if unplaced:
+                try:
+                    plan = placement.release(host, reservations, groups, "")
+                except placement.NoPlacement:
+                    plan = None
+                for name in unplaced:
+                    masks = plan.classes.get(name) if plan else None
+                    if masks:
+                        state = state.with_allocation(by_kind(masks))
+                        placed_now.append(masks)
+                    if state.classes is not None \
+                            and name in state.classes:
+                        state = dataclasses.replace(state, classes={
+                            **state.classes, name: dataclasses.replace(
+                                state.classes[name], exists=True)})
             # What the planner moves to make room is published as such,
             # so the filter passes a host where only a move makes room.
-            reservations, groups = self._inputs(view)[2:]
             moving = [g.masks for g in groups.values() if g.masks]
+            moving += placed_now
             if self.compaction:
                 moving += [r.masks for u, r in reservations.items()
                            if u != exclude and r.movable and r.masks
@@ -315,6 +359,17 @@ class Placer:
             self._book[uuid] = Entry(domain, placement.Reservation(
                 uuid, ways, placed, pmd_share=md.pmd_share,
                 rdt_class=md.rdt_class, movable=movable), self._clock())
+            if md.rdt_class and md.class_masks \
+                    and md.rdt_class not in self._class_masks:
+                # A class whose members are all stopped has no group; its
+                # place is still theirs, as it was before the restart.
+                cls: dict[str, dict[int, int]] = {}
+                for (cid, kind), mask in md.class_masks.items():
+                    res = hostplan.RESOURCE_OF_KIND.get(kind)
+                    if res is not None and mask:
+                        cls.setdefault(res, {})[cid] = mask
+                if cls:
+                    self._class_masks[md.rdt_class] = cls
 
     # -- enforcing -------------------------------------------------------
 

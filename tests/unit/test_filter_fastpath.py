@@ -391,6 +391,8 @@ def test_filter_all_agrees_with_host_passes_and_skips_rebuilds():
     assert list(f.filter_all(hosts, want)) == \
         [h for h in hosts if f.host_passes(h, want)] == hosts[:1]
     assert list(f.filter_all(hosts, spec_obj({}))) == hosts
+    # Filtered for a request's first instance, a bad spec says its key.
+    assert f.run_filter_for_index(0)
     with pytest.raises(exception.NoValidHost, match="rdt:l3_cache_ways"):
         f.filter_all(hosts, spec_obj({"rdt:l3_cache_ways": "lots"}))
     rebuild = spec_obj({"rdt:l3_cache_ways": "4"})
@@ -398,10 +400,11 @@ def test_filter_all_agrees_with_host_passes_and_skips_rebuilds():
     assert list(f.filter_all(hosts, rebuild)) == hosts
 
 
-def test_no_host_left_says_why_per_host_without_host_names():
-    """A single instance that no host can take: Nova's NoValidHost, with
-    each host's reason counted and no host named (the fault is the
-    tenant's to read)."""
+def test_no_host_left_says_why_without_hosts_counts_or_masks(caplog):
+    """A request's first instance that no host can take: Nova's
+    NoValidHost with the most common refusal, but no host name, host
+    count or free-way layout (the fault is the tenant's to read); the
+    operator's log has every host's reason."""
     f = rdt_filter.RDTFilter()
     hosts = [host_state(s.to_stats()) for s in (
         state(used=(0x7ff, 0x3)), state(used=(0x7ff, 0x3)),
@@ -409,23 +412,36 @@ def test_no_host_left_says_why_per_host_without_host_names():
     hosts.append(host_state({"uptime": "1"}))
     for i, hs in enumerate(hosts):
         hs.host = hs.nodename = f"secret-host-{i}"
-    with pytest.raises(exception.NoValidHost) as ctx:
-        f.filter_all(hosts, spec_obj({"rdt:l3_cache_ways": "4"}))
+    f.run_filter_for_index(0)
+    with caplog.at_level("INFO"):
+        with pytest.raises(exception.NoValidHost) as ctx:
+            f.filter_all(hosts, spec_obj({"rdt:l3_cache_ways": "4"}))
     message = str(ctx.value)
-    assert "RDTFilter: no host can give this flavor's rdt: request (" \
-        in message
-    assert "2 hosts: L3 cache id 0: no room for 4 ways of instance being " \
-        "scheduled" in message
-    assert "1 host: no free CLOS" in message
-    assert "1 host: no RDT state published" in message
-    assert "secret-host" not in message
+    assert message == (
+        "No valid host was found. RDTFilter: no host can give this "
+        "flavor's rdt: request: L3 cache id 0: no room for 4 ways of "
+        "instance being scheduled")
+    assert len(message) <= 255
+    logged = caplog.text
+    for i in range(4):
+        assert f"secret-host-{i}" in logged
+    assert "free runs" in logged and "no free CLOS" in logged
 
 
-def test_a_multi_create_keeps_novas_own_no_valid_host():
+def test_a_long_reason_fits_novas_fault():
+    assert len(rdt_filter._short("x" * 400)) == rdt_filter._REASON_MAX
+    assert rdt_filter._short("short") == "short"
+
+
+def test_later_instances_of_a_multi_create_keep_novas_no_valid_host():
     """Later instances of a multi-create hold claims that only Nova's
     own NoValidHost path gives back: the filter just passes no host."""
     f = rdt_filter.RDTFilter()
     hosts = [host_state(state(clos_free=0).to_stats())]
     want = spec_obj({"rdt:l3_cache_ways": "4"})
     want.num_instances = 3
+    f.run_filter_for_index(1)
     assert f.filter_all(hosts, want) == []
+    f.run_filter_for_index(0)
+    with pytest.raises(exception.NoValidHost):
+        f.filter_all(hosts, want)
