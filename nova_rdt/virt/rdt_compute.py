@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 
+from nova import context as nova_context
 from nova import exception
 from nova import objects
 from oslo_config import cfg
@@ -312,6 +313,7 @@ class RdtCompute:
         live = self.live()
         if live is None:
             return None
+        self._forget_failed_incoming()
         defined = None
         try:
             defined = {d.UUIDString() for d in
@@ -652,6 +654,37 @@ class RdtCompute:
                     DEGRADED_STAT: self.degraded.reason,
                     hoststate.INCOMING_STAT: ""}
         return {}
+
+    def _forget_failed_incoming(self) -> None:
+        """Release the live migrations reserved here that Nova no longer
+        runs.  A plain instance's migration that fails on the source, with
+        a shared instance path, reaches neither
+        rollback_live_migration_at_destination nor
+        drop_move_claim_at_destination (Nova calls the latter only for
+        NUMA instances): without this, its ways stayed reserved here for
+        CLAIM_GRACE_S."""
+        if not self._incoming:
+            return
+        compute = getattr(self.virtapi, "_compute", None)
+        me = getattr(compute, "host", None) or CONF.host
+        ctxt = nova_context.get_admin_context()
+        for uuid in sorted(self._incoming):
+            try:
+                running = objects.MigrationList.get_in_progress_by_instance(
+                    ctxt, uuid, "live-migration")
+            except Exception:
+                LOG.debug("nova-rdt: cannot read the migrations of %s",
+                          uuid, exc_info=True)
+                continue
+            if any(m.dest_compute == me for m in running):
+                continue
+            self._incoming.discard(uuid)
+            self._released.add(uuid)
+            self.claims.release(uuid)
+            if self.placer is not None and self.placer.release(uuid):
+                LOG.info("nova-rdt: the live migration of %s to this host "
+                         "ended without it; its reservation is released",
+                         uuid)
 
     def _incoming_stat(self) -> str:
         placer = self.placer

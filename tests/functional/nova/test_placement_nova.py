@@ -342,6 +342,25 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         # Arrived: nothing is published as incoming any more.
         self.assertEqual("", self.stats("rdt2").get("rdt_incoming"))
 
+    def test_a_migration_that_fails_on_the_source_frees_the_destination(
+            self):
+        """The source fails after the destination reserved (here while
+        it rewrites the XML).  With a shared instance path Nova's source
+        calls nothing on the destination for a plain instance: the
+        destination sees the migration failed at its next resource
+        update, not ten minutes later."""
+        self._setup()
+        with failpoints.armed({"migration.before_xml_rewrite": "raise"}):
+            self.api.post_server_action(self.server["id"], {
+                "os-migrateLive": {"host": None, "block_migration": "auto"}})
+            self._wait_for_migration_status(self.server, ["error",
+                                                          "failed"])
+        self._run_periodics()
+        self.assertNotIn(self.server["id"], self.placer("rdt2"))
+        self.assertEqual("", self.stats("rdt2").get("rdt_incoming"))
+        server = self.api.get_server(self.server["id"])
+        self.assertEqual("rdt1", server["OS-EXT-SRV-ATTR:host"])
+
     def test_a_full_destination_refuses_it(self):
         self._setup(ways="5")
         # Fill rdt2: 9 managed ways, a 5-way instance leaves 4.
