@@ -31,6 +31,7 @@ from oslo_utils import excutils
 from nova_rdt import failpoints
 from nova_rdt.allocation import hoststate
 from nova_rdt.virt import migration
+from nova_rdt.virt import publish as publish_mod
 from nova_rdt.virt import rdt_compute
 
 LOG = logging.getLogger(__name__)
@@ -65,10 +66,12 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
     def update_provider_tree(self, provider_tree, nodename, allocations=None):
         super().update_provider_tree(provider_tree, nodename,
                                      allocations=allocations)
+        stats, rdt_traits = self.rdt.stats_and_traits()
         traits = set(provider_tree.data(nodename).traits)
         provider_tree.update_traits(
-            nodename,
-            (traits - set(hoststate.ALL_TRAITS)) | self.rdt.traits())
+            nodename, (traits - set(hoststate.ALL_TRAITS)) | rdt_traits)
+        # Under the tracker's lock, right before it saves the node.
+        publish_mod.refresh(self.virtapi, stats, nodename)
 
     # -- building and starting domains ---------------------------------
 

@@ -83,16 +83,7 @@ def publish(virtapi, stats: Callable[[], Mapping[str, str]],
         if not new:
             return False
         saved = False
-        nodes = [nodename] if nodename else list(rt.compute_nodes)
-        for node in nodes:
-            cn = rt.compute_nodes.get(node)
-            if cn is None:
-                continue
-            current = rt.stats[node]
-            if all(current.get(k) == v for k, v in new.items()):
-                continue
-            current.update(new)
-            cn.stats = current
+        for cn in _merge(rt, new, nodename):
             cn.save()
             saved = True
         return saved
@@ -103,3 +94,36 @@ def publish(virtapi, stats: Callable[[], Mapping[str, str]],
         LOG.warning("nova-rdt: could not publish the host's RDT state now; "
                     "the next periodic task will", exc_info=True)
         return False
+
+
+def refresh(virtapi, stats: Mapping[str, str], nodename: str) -> None:
+    """Put ``stats`` into the node's stats from inside the tracker's own
+    update (``update_provider_tree``, which it calls under its lock,
+    before it saves the node).
+
+    The periodic task takes the driver's stats *before* it takes the
+    lock, then writes them over the node's: a claim published in between
+    would be overwritten by that older snapshot until the next publish.
+    Refreshed here, the node is saved with what holds now.
+    """
+    rt = tracker(virtapi)
+    if rt is None or not hasattr(rt, "compute_nodes") or not stats:
+        return
+    _merge(rt, dict(stats), nodename)
+
+
+def _merge(rt, new: Mapping[str, str], nodename: str | None) -> list:
+    """The tracker's nodes whose stats ``new`` changed, changed."""
+    changed = []
+    nodes = [nodename] if nodename else list(rt.compute_nodes)
+    for node in nodes:
+        cn = rt.compute_nodes.get(node)
+        if cn is None or node not in rt.stats:
+            continue
+        current = rt.stats[node]
+        if all(current.get(k) == v for k, v in new.items()):
+            continue
+        current.update(new)
+        cn.stats = current
+        changed.append(cn)
+    return changed

@@ -642,7 +642,15 @@ class RdtCompute:
     def stats(self) -> dict[str, str]:
         """The ``rdt`` and ``rdt_degraded`` stats to merge into the compute
         node's; none for a host that never had resctrl."""
+        return self._stats(self.host_state())
+
+    def stats_and_traits(self) -> tuple[dict[str, str], set[str]]:
+        """:meth:`stats` and :meth:`traits`, from one look at the host."""
         state = self.host_state()
+        return self._stats(state), state.traits() if state else set()
+
+    def _stats(self, state: hoststate.HostRdtState | None
+               ) -> dict[str, str]:
         if state is not None:
             return {**state.to_stats(), DEGRADED_STAT: "",
                     hoststate.INCOMING_STAT: self._incoming_stat()}
@@ -696,10 +704,6 @@ class RdtCompute:
             if decided:
                 masks[uuid] = placer_mod.by_kind(decided)
         return hoststate.incoming_stat(masks)
-
-    def traits(self) -> set[str]:
-        state = self.host_state()
-        return state.traits() if state else set()
 
     # -- starting domains ----------------------------------------------
 
