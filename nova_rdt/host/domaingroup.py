@@ -116,12 +116,21 @@ class DomainGroup:
         g = self.fs.group(holder)
         current = g.schemata()
         skip = {holder}
+        others_ = None
         if m.pmd_share:
+            # A sharer joins the PMD COS, so the PMD group's mask is no
+            # obstacle; its base ways are the PMD threads' own, which no
+            # sharer may take (the metadata is hostile input).
             skip.add(naming.pmd_group(self.fs.prefix))
+            others_ = taken(self.fs, caps, skip)
+            for res, per in self._pmd_base(caps).items():
+                for cid, mask in per.items():
+                    line = others_.setdefault(res, {})
+                    line[cid] = line.get(cid, 0) | mask
         lines, why = enforce.check(
             dict(m.masks),
             {r: current.domains(r) for r in current.resources()},
-            taken(self.fs, caps, skip),
+            others_ if others_ is not None else taken(self.fs, caps, skip),
             {n: (r.cbm_len, r.min_cbm_bits, r.sparse_masks)
              for n, r in caps.cache.items()})
         if why is not None:
@@ -161,15 +170,24 @@ class DomainGroup:
         recs, _bad = self.records.all()
         domains = {r.uuid: r.name for r in recs if r.alive()}
         domains[event.uuid] = event.name
-        try:
-            base = hostlayout.plan(view.caps,
-                                   self.settings.reserved_host_ways,
-                                   self.settings.pmd_shared_ways).pmd
-        except hostlayout.HostPrepError:
-            base = None
+        base = self._pmd_base(view.caps)
         return PlaceInputs(view, domains,
                            frozenset(r.uuid for r in recs if r.pmd_share),
-                           base)
+                           Schemata(base) if base else None)
+
+    def _pmd_base(self, caps) -> dict[str, dict[int, int]]:
+        """The PMD COS's own ways as host preparation lays them out (none
+        without the PMD COS or ``pmd_shared_ways``)."""
+        if not self.settings.pmd_cos or not self.settings.pmd_shared_ways:
+            return {}
+        try:
+            base = hostlayout.plan(caps, self.settings.reserved_host_ways,
+                                   self.settings.pmd_shared_ways).pmd
+        except hostlayout.HostPrepError:
+            return {}
+        if base is None:
+            return {}
+        return {r: dict(base.domains(r)) for r in base.resources()}
 
     def set_mb_mbps(self, name: str, group: str | None,
                     values: Iterable[tuple[int, int]]) -> None:

@@ -84,3 +84,13 @@ def test_a_domain_without_a_plan_is_placed_by_the_hook(host):
     # Ways 2-6 stay free for the next domain, of any kind.
     plain = host.start("next", 5, chosen=0x07c)
     assert host.l3(plain) == {0: 0x07c, 1: 0x07c}
+
+
+def test_a_sharers_decided_mask_never_takes_the_pmd_base(host):
+    """The PMD base (ways 9-10) is the PMD threads' own: metadata that
+    puts a sharer there is not written, whatever the PMD COS's mask."""
+    group = host.start("vm1", 2, chosen=0x00c, share=True, decided=0x600)
+    assert host.l3(group) == {0: 0x00c, 1: 0x00c}
+    # Next to it is a sharer's place.
+    group = host.start("vm2", 2, chosen=0x030, share=True, decided=0x180)
+    assert host.l3(group) == {0: 0x180, 1: 0x180}
