@@ -687,5 +687,5 @@ def _place_cache(cache: _Cache, book: Mapping[str, Reservation],
                          for item, x in moves.items()})
             return kept
     raise NoPlacement(_refusal(cache, st, todo)
-                      + ("; compaction cannot make room either"
+                      + ("; moving what may move makes no room either"
                          if compaction else ""))

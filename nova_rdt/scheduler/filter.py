@@ -391,13 +391,19 @@ class RDTFilter(filters.BaseHostFilter):
         uuid = spec_obj.instance_uuid if "instance_uuid" in spec_obj \
             else None
         counts: dict[str, int] = {}
+        # Hosts alike publish the same document: each answered once.
+        seen: dict[str | None, str] = {}
         for h in hosts:
-            state = hoststate.HostRdtState.from_stats(h.stats)
-            if state is None:
-                why = "no RDT state published (no RDT, or resctrl lost)"
-            else:
-                why = planner.fits_anywhere(state, req, r.placement) or \
-                    "no room on the host cells Nova's NUMA fit gives"
+            raw = (h.stats or {}).get(hoststate.STATS_KEY)
+            why = seen.get(raw)
+            if why is None:
+                state = hoststate.HostRdtState.from_stats(h.stats)
+                if state is None:
+                    why = "no RDT state published (no RDT, or resctrl lost)"
+                else:
+                    why = planner.fits_anywhere(state, req, r.placement) \
+                        or "no room on the host cells Nova's NUMA fit gives"
+                seen[raw] = why
             counts[why] = counts.get(why, 0) + 1
             if LOG.isEnabledFor(std_logging.INFO):
                 LOG.info("RDTFilter: %s: %s", h, why, instance_uuid=uuid)
