@@ -85,6 +85,10 @@ class Placer:
     def __contains__(self, uuid: object) -> bool:
         return uuid in self._book
 
+    def uuids(self) -> set[str]:
+        with self._lock:
+            return set(self._book)
+
     def masks_of(self, uuid: str) -> placement.PerId | None:
         e = self._book.get(uuid)
         return e.reservation.masks if e else None

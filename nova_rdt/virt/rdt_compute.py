@@ -29,7 +29,6 @@ from oslo_log import log as logging
 from nova_rdt import conf as rdt_conf
 from nova_rdt import failpoints
 from nova_rdt import naming
-from nova_rdt.allocation import claims as claims_mod
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
@@ -84,7 +83,6 @@ class RdtCompute:
         # claim or a release is published at once (nova_rdt.virt.publish).
         self.virtapi = virtapi
         self.fs: Resctrl | None = None
-        self.claims = claims_mod.ClaimLedger()
         # A host that started without resctrl ([rdt] require_resctrl =
         # False): its library and settings, to look again periodically.
         self._pending: tuple[Resctrl, HookSettings] | None = None
@@ -164,18 +162,37 @@ class RdtCompute:
         self.placer = placer_mod.Placer(
             fs, self.classes, opts.reserved_host_ways,
             opts.pmd_shared_ways, opts.pmd_cos, compaction=opts.compaction)
-        self._adopt()
+        self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
 
-    def _adopt(self, only_running: bool = False) -> None:
+    def _host_name(self) -> str:
+        compute = getattr(self.virtapi, "_compute", None)
+        return getattr(compute, "host", None) or CONF.host
+
+    def _instances_here(self) -> set[str] | None:
+        """The instances Nova places on this host (None: unknown, and then
+        every nova-rdt domain counts: the side of isolation)."""
+        try:
+            return {i.uuid for i in objects.InstanceList.get_by_host(
+                nova_context.get_admin_context(), self._host_name())}
+        except Exception as e:
+            LOG.warning("nova-rdt: cannot ask Nova which instances are on "
+                        "this host (%s); every nova-rdt domain defined here "
+                        "keeps its ways", e)
+            return None
+
+    def _adopt(self, only_running: bool = False,
+               nova_says: set[str] | None = None) -> None:
         """Reservations from the defined domains' metadata, for those the
         book does not hold: at start (a stopped instance keeps its ways
         across a restart, as Nova keeps its allocations), and before each
         start (a nova-rdt domain started by hand is
         then a sharer or a neighbour like any other, not a foreign
         group: ``only_running``, so that what was released -- a domain
-        that migrated away, not undefined yet -- is not taken back)."""
+        that migrated away, not undefined yet -- is not taken back).
+        ``nova_says``: at start, only the instances Nova places here (a
+        domain left defined by a live migration away is not)."""
         try:
             guests = self.host.list_guests(only_running=only_running)
         except Exception as e:                      # pragma: no cover
@@ -194,7 +211,9 @@ class RdtCompute:
                 continue
             if md is None or not (md.cache or md.rdt_class) \
                     or guest.uuid in self.placer \
-                    or guest.uuid in self._released:
+                    or guest.uuid in self._released \
+                    or (nova_says is not None
+                        and guest.uuid not in nova_says):
                 continue
             self.placer.adopt(guest.uuid, guest.name, md,
                               movable=md.slo != "latency")
@@ -294,7 +313,7 @@ class RdtCompute:
             host_cells=self.host_cells(),
             classes=self.classes, prefix=self.fs.prefix,
             pmd_cos=opts.pmd_cos, pmd_base=base)
-        names = claims_mod.libvirt_domain_names(
+        names = naming.LibvirtMachines(
             g.name for g in view.groups if g.kind == "ctrl")
         return state, names
 
@@ -318,9 +337,6 @@ class RdtCompute:
         try:
             defined = {d.UUIDString() for d in
                        self.host.list_instance_domains(only_running=False)}
-            gone = self.claims.forget_unless(defined, CLAIM_GRACE_S)
-            if gone:
-                LOG.info("nova-rdt: dropped stale claims of %s", gone)
         except Exception:                       # pragma: no cover
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
         state, _allocated = live
@@ -501,16 +517,19 @@ class RdtCompute:
             raise refuse(reason=f"nova-rdt: resctrl: {e}") from e
         if not dry_run:
             self._released.discard(instance.uuid)
-            self.claims.record(instance.uuid, instance.name, d, sharing)
             self.publish()
         return plan
 
     def release(self, uuid: str) -> None:
         self._released.add(uuid)
         self._incoming.discard(uuid)
-        self.claims.release(uuid)
         if self.placer is not None and self.placer.release(uuid):
             self.publish()
+
+    def reserved(self) -> set[str]:
+        """The instances holding a reservation here (claimed, running,
+        stopped, or arriving by live migration)."""
+        return self.placer.uuids() if self.placer is not None else set()
 
     def publish(self) -> None:
         """The host's new state to the scheduler now, not at the next
@@ -673,8 +692,7 @@ class RdtCompute:
         CLAIM_GRACE_S."""
         if not self._incoming:
             return
-        compute = getattr(self.virtapi, "_compute", None)
-        me = getattr(compute, "host", None) or CONF.host
+        me = self._host_name()
         ctxt = nova_context.get_admin_context()
         for uuid in sorted(self._incoming):
             try:
@@ -688,7 +706,6 @@ class RdtCompute:
                 continue
             self._incoming.discard(uuid)
             self._released.add(uuid)
-            self.claims.release(uuid)
             if self.placer is not None and self.placer.release(uuid):
                 LOG.info("nova-rdt: the live migration of %s to this host "
                          "ended without it; its reservation is released",

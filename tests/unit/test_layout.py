@@ -109,7 +109,7 @@ def test_pure_core_does_no_io_and_imports_no_framework():
 
 COMPUTE_NODE_MODULES = [
     "nova_rdt.resctrl", "nova_rdt.allocation.planner",
-    "nova_rdt.allocation.claims", "nova_rdt.host.agent",
+    "nova_rdt.allocation.placement", "nova_rdt.host.agent",
     "nova_rdt.hook.main", "nova_rdt.hook.install", "nova_rdt.privsep.resctrl",
     "nova_rdt.privsep.state", "nova_rdt.conf", "nova_rdt.exporter.server",
     "nova_rdt.exporter.sample", "nova_rdt.cmd.main",

@@ -19,8 +19,6 @@ from hypothesis import strategies as st
 import pytest
 
 from nova_rdt import naming
-from nova_rdt.allocation import claims
-from nova_rdt.allocation import planner
 from nova_rdt.lab.isolation import libvirt_alloc
 
 HOSTNAME = set(string.ascii_letters + string.digits + "-.")
@@ -167,7 +165,7 @@ def test_machines_answer_per_domain_name():
     groups = ["COS1", "nova-rdt-pmd", f"qemu-7-instance-{UUID}-vcpus_0-1",
               f"qemu-123-{naming.libvirt_machine_name(123, long)[9:]}"
               "-vcpus_0", "qemu-8-a-vcpus_0", "qemu-8-a-vcpus_1"]
-    m = claims.libvirt_domain_names(groups)
+    m = naming.LibvirtMachines(groups)
     assert len(m) == 3
     assert f"instance-{UUID}" in m
     assert long in m
@@ -175,26 +173,22 @@ def test_machines_answer_per_domain_name():
     assert f"instance-{UUID}"[:20] not in m
     assert m.group_of("a") in ("qemu-8-a-vcpus_0", "qemu-8-a-vcpus_1")
     assert m.group_of(None) is None and None not in m
-    assert not claims.libvirt_domain_names(["COS1"])
+    assert not naming.LibvirtMachines(["COS1"])
 
 
-def _demand():
-    return planner.Demand(frozenset({0}), {0: {"both": 2}, 1: {"both": 2}},
-                          {}, False)
-
-
-def test_a_claim_stops_pending_once_libvirts_group_of_its_domain_exists():
-    ledger = claims.ClaimLedger(clock=lambda: 0.0)
+def test_a_domains_group_is_known_by_its_machine_name_only():
+    """libvirt names a domain's group after its machine name (its id and
+    a cut of its name): the group of a long name is found, a cut of the
+    name alone is not that domain's group."""
     names = {"a": f"instance-{UUID}",
              "b": "instance-6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f61",
              "c": "Tenant_A..web--frontend_" + "x" * 46}
-    for uuid, name in names.items():
-        ledger.record(uuid, name, _demand())
-    none = claims.libvirt_domain_names(["COS1"])
-    assert [c.instance_uuid for c in ledger.pending(none)] == ["a", "b", "c"]
-    made = claims.libvirt_domain_names([
+    assert not any(n in naming.LibvirtMachines(["COS1"])
+                   for n in names.values())
+    made = naming.LibvirtMachines([
         f"qemu-4-instance-{UUID}-vcpus_0",
         f"{naming.libvirt_machine_name(1234, names['c'])}-vcpus_0",
         # the old 20-character cut of b's name is not b's group
         f"qemu-5-{names['b'][:20]}-vcpus_0"])
-    assert [c.instance_uuid for c in ledger.pending(made)] == ["b"]
+    assert [u for u, n in names.items() if n not in made] == ["b"]
+

@@ -601,7 +601,8 @@ def test_compaction_moves_nothing_when_the_demand_fits():
 def test_compaction_refuses_when_the_free_ways_are_too_few():
     book = fx.Book(fx.gold_6252(pmd_ways=0, pmd_ids=None))
     book.boot("a", ways(6, ids=(0,)))
-    with pytest.raises(pl.NoPlacement, match="moving what may move makes no room"):
+    with pytest.raises(pl.NoPlacement,
+                       match="moving what may move makes no room"):
         book.boot("b", ways(4, ids=(0,)), compaction=True)
 
 

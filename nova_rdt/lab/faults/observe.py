@@ -83,8 +83,8 @@ def observe(lab, servers, foreign_before, cache_rules) -> check.Observed:
     active = servers.active()
     roles = {u: servers.role(s) for u, s in active.items()}
     driver = servers.cloud.rdt_driver
-    # The ledger's keys: the claims nova-compute holds in memory.
-    claims = set(driver.rdt.claims._claims)
+    # The reservations nova-compute holds in memory.
+    claims = driver.rdt.reserved()
     return check.Observed(
         groups=groups(lab.resctrl_root),
         records=records(servers.state_path),

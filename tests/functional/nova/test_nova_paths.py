@@ -79,7 +79,7 @@ class PathsTestBase(RdtNovaTestBase):
     # -- what to check after each path ------------------------------------
 
     def claims(self, hostname):
-        return dict(self.computes[hostname].driver.rdt.claims._claims)
+        return self.computes[hostname].driver.rdt.reserved()
 
     def used(self, hostname):
         """L3 ways the driver counts as taken on each cache id."""

@@ -135,7 +135,7 @@ class TestResctrlLost(RecoveryBase):
 class TestDriverFailpoints(RecoveryBase):
 
     def _claims(self, hostname):
-        return self.computes[hostname].driver.rdt.claims
+        return self.computes[hostname].driver.rdt.reserved()
 
     def test_spawn_cut_after_the_claim_releases_it(self):
         self.start_rdt_compute("rdt1")
@@ -156,7 +156,8 @@ class TestDriverFailpoints(RecoveryBase):
         with failpoints.armed({"driver.after_define": "raise"}):
             self.boot(flavor, state="ERROR")
         self.restart_compute_service("rdt1")
-        self.assertEqual(0, len(self._claims("rdt1")))
+        # Only the running instance's reservation, rebuilt from its domain.
+        self.assertEqual({server["id"]}, self._claims("rdt1"))
         self.assertEqual([], self.degraded_lines(""))
         self._wait_for_state_change(server, "ACTIVE")
         self.assertTrue(self.stats("rdt1")["rdt"])
@@ -223,11 +224,11 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
 
     def _wait_for_no_claims(self, compute, why):
         for _ in range(100):
-            if not len(compute.driver.rdt.claims):
+            if not compute.driver.rdt.reserved():
                 return
             time.sleep(0.1)
         self.fail(f"{why}: claims left: "
-                  f"{list(compute.driver.rdt.claims._claims)}")
+                  f"{sorted(compute.driver.rdt.reserved())}")
 
     def _cut(self, point):
         """A live migration cut at ``point``; the instance is put back to
@@ -254,6 +255,8 @@ class TestMigrationFailpoints(base.RdtMigrationTestBase, RecoveryBase):
     def test_cut_before_the_source_release_is_dropped_on_restart(self):
         self._setup()
         self._cut("migration.source_release")
-        # Whatever the source kept, a restart starts with no claim.
+        # Whatever the source kept, a restart reserves nothing for the
+        # instance that left.
         self.restart_compute_service("rdt1")
-        self.assertEqual(0, len(self.computes["rdt1"].driver.rdt.claims))
+        self.assertNotIn(self.server["id"],
+                         self.computes["rdt1"].driver.rdt.reserved())
