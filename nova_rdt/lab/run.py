@@ -99,6 +99,11 @@ class LabRun:
         return self
 
     def __exit__(self, typ, exc, tb) -> bool:
+        if isinstance(exc, SystemExit):
+            # A library gave up (Nova's load_compute_driver exits when the
+            # driver cannot be imported): a failure, not the user's Ctrl-C.
+            exc = RuntimeError(f"a component exited with status {exc.code} "
+                               f"(its reason is in the run's log)")
         try:
             if isinstance(exc, Exception) and self.lab is not None:
                 self.lab.say_failed(self.out_dir, exc)

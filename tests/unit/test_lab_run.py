@@ -109,6 +109,22 @@ def test_an_interrupt_stops_everything_and_restores_the_handlers(tmp_path):
     assert doc["interrupted"] is True and doc["ok"] is False
 
 
+def test_a_library_that_exits_is_a_failure_not_an_interrupt(tmp_path):
+    """Nova's load_compute_driver calls sys.exit(1) when the driver does
+    not import: the run says it failed, keeps the logs, and is not taken
+    for the user's Ctrl-C."""
+    lab = FakeLab()
+    with pytest.raises(SystemExit):
+        with LabRun("x", str(tmp_path), _say()) as run:
+            run.lab = lab
+            raise SystemExit(1)
+    assert lab.events[0][0] == "failed"
+    assert "a component exited with status 1" in lab.events[0][1]
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert doc["ok"] is False and "interrupted" not in doc
+    assert "exited with status 1" in doc["error"]
+
+
 def test_a_stopper_replaces_the_labs_stop(tmp_path):
     say = _say()
     lab = FakeLab()
