@@ -301,15 +301,7 @@ class TestPublishedAtOnce(_Settle, RdtNovaTestBase):
         compute = self.computes["rdt1"]
         driver = compute.driver
         before = self.node_stats("rdt1")["rdt"]
-        # Ways taken behind the driver's back (another tool's group):
-        # only the periodic task would see them, or a publish.
-        root = self.rdt_host("rdt1").resctrl_root
-        os.mkdir(os.path.join(root, "other-tool"))
-        with open(os.path.join(root, "other-tool", "schemata"), "w") as f:
-            f.write("L3:0=7c0;1=7c0\n")
-        self.assertTrue(publish.publish(
-            driver.virtapi,
-            lambda: publish.rdt_stats(driver.rdt_host_state())))
+        self.assertTrue(self._other_tool_takes_ways(driver))
         after = self.node_stats("rdt1")
         self.assertNotEqual(before, after["rdt"])
         self.assertEqual({0: 0x7c3, 1: 0x7c3}, _used(after))
@@ -325,24 +317,29 @@ class TestPublishedAtOnce(_Settle, RdtNovaTestBase):
         # No tracker (another virtapi): nothing published, no error.
         self.assertFalse(publish.publish(object(), lambda: {"rdt": ""}))
 
+    def _other_tool_takes_ways(self, driver) -> bool:
+        """Ways taken behind the driver's back (another tool's group on
+        ways 6-10), which only the periodic task would see, then
+        published at once; whether the node was saved."""
+        from nova_rdt.virt import publish
+        root = self.rdt_host("rdt1").resctrl_root
+        os.mkdir(os.path.join(root, "other-tool"))
+        with open(os.path.join(root, "other-tool", "schemata"), "w") as f:
+            f.write("L3:0=7c0;1=7c0\n")
+        return publish.publish(
+            driver.virtapi,
+            lambda: publish.rdt_stats(driver.rdt_host_state()))
+
     def test_the_periodic_tasks_older_snapshot_does_not_win(self):
         """The periodic task reads the driver's stats before it takes the
         tracker's lock, then writes them over the node's.  A publish in
         between (a claim, a release) must survive it."""
         from nova import context as nova_context
-
-        from nova_rdt.virt import publish
         self.start_rdt_compute("rdt1")
         compute = self.computes["rdt1"]
         driver = compute.driver
         snapshot = driver.get_available_resource("rdt1")
-        root = self.rdt_host("rdt1").resctrl_root
-        os.mkdir(os.path.join(root, "other-tool"))
-        with open(os.path.join(root, "other-tool", "schemata"), "w") as f:
-            f.write("L3:0=7c0;1=7c0\n")
-        self.assertTrue(publish.publish(
-            driver.virtapi,
-            lambda: publish.rdt_stats(driver.rdt_host_state())))
+        self.assertTrue(self._other_tool_takes_ways(driver))
         compute.rt._update_available_resource(
             nova_context.get_admin_context(), snapshot)
         self.assertEqual({0: 0x7c3, 1: 0x7c3},
