@@ -207,6 +207,21 @@ def add_service_args(p: argparse.ArgumentParser, sections: str,
                         f"[rdt] state_path)")
 
 
+def add_listen_args(p: argparse.ArgumentParser, section: str,
+                    labelled: str) -> None:
+    """Where a service serves /metrics, and the host label it puts on
+    ``labelled`` (the exporter and the controller say it alike)."""
+    p.add_argument("--port", type=port,
+                   help=f"/metrics port (default: [{section}] port; 0 "
+                        f"picks a free one)")
+    p.add_argument("--listen", help=f"/metrics address (default: "
+                                    f"[{section}] listen_address)")
+    p.add_argument("--host", help=f"the host label on {labelled} "
+                                  f"(default: Nova's [DEFAULT] host from "
+                                  f"the configuration, else the hostname, "
+                                  f"as Nova defaults it)")
+
+
 # -- configuration -------------------------------------------------------
 
 def config_files(args) -> list[str]:

@@ -30,15 +30,8 @@ def register(sub) -> None:
                         "period)")
     p.add_argument("--dry-run", action="store_true", default=None,
                    help="decide and log, write nothing")
-    p.add_argument("--port", type=common.port,
-                   help="/metrics port (default: [rdt_controller] port; 0 "
-                        "picks a free one)")
-    p.add_argument("--listen", help="/metrics address (default: "
-                                    "[rdt_controller] listen_address)")
-    p.add_argument("--host", help="the host label on every series and "
-                                  "notification (default: Nova's [DEFAULT] "
-                                  "host from the configuration, else the "
-                                  "hostname, as the exporter's)")
+    common.add_listen_args(p, "rdt_controller",
+                           "every series and notification")
     p.add_argument("--web-config-file", type=common.path,
                    help="TLS and basic auth for /metrics, in the "
                         "exporter-toolkit web config format (default: "

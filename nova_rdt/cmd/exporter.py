@@ -16,15 +16,7 @@ def register(sub) -> None:
     common.add_service_args(
         exp, "[rdt], [rdt_exporter] and [oslo_messaging_notifications]",
         ", for instance names")
-    exp.add_argument("--port", type=common.port,
-                     help="listen port (default: [rdt_exporter] port; 0 "
-                          "picks a free one)")
-    exp.add_argument("--listen", help="listen address (default: "
-                                      "[rdt_exporter] listen_address)")
-    exp.add_argument("--host", help="the host label on every series "
-                                    "(default: Nova's [DEFAULT] host from "
-                                    "--config-file, else the hostname, "
-                                    "as Nova defaults it)")
+    common.add_listen_args(exp, "rdt_exporter", "every series")
     exp.add_argument("--notify-interval", type=common.seconds,
                      help="seconds between notifications; 0 turns them off "
                           "(default: [rdt_exporter] notify_interval)")
