@@ -664,7 +664,8 @@ class RdtCompute:
         return self._stats(self.host_state())
 
     def stats_and_traits(self) -> tuple[dict[str, str], set[str]]:
-        """:meth:`stats` and :meth:`traits`, from one look at the host."""
+        """:meth:`stats` and the host's ``CUSTOM_RDT_*`` traits, from one
+        look at the host."""
         state = self.host_state()
         return self._stats(state), state.traits() if state else set()
 
