@@ -143,82 +143,22 @@ class Placer:
 
     def effective(self, state: hoststate.HostRdtState,
                   exclude: str | None = None) -> hoststate.HostRdtState:
-        """``state`` (resctrl as it is) with every reservation that has no
-        group yet laid on at its decided position, with its CLOS and RMID:
-        instances claimed or stopped (but ``exclude``), and classes whose
-        group is still to be made."""
+        """``state`` (resctrl as it is) as the plan holds the host: moves
+        decided and not written yet at their new place; every reservation
+        that has no group yet laid on at its decided position, with its
+        CLOS and RMID (instances claimed or stopped, but ``exclude``, and
+        classes whose group is still to be made); and the groups the
+        planner may move marked as such."""
         with self._lock:
             if not self._book:
                 return state
             view = HostView.collect(self.fs)
-            owners = hostplan.ownership(
-                view, self.fs.prefix,
-                {u: e.domain for u, e in self._book.items()}, self.classes)
-            # Moves decided and not written yet (a claim's, until its
-            # start writes them in make_room): resctrl still shows the old
-            # place, the plan already holds the new one.
-            live, live_classes = hostplan.live_masks(view, owners)
-            pairs: dict[int, dict[str, list[tuple[int, int]]]] = {}
-            pending = [(live_classes.get(n), self._class_masks.get(n))
-                       for n in self._class_moves]
-            pending += [(live.get(u), self._book[u].reservation.masks)
-                        for u in self._instance_moves
-                        if u in self._book and u != exclude]
-            for was, now in pending:
-                if not was or not now:
-                    continue
-                old_by, new_by = by_kind(was), by_kind(now)
-                for cid, per in new_by.items():
-                    for kind, mask in per.items():
-                        old = old_by.get(cid, {}).get(kind)
-                        if old is not None and old != mask:
-                            pairs.setdefault(cid, {}).setdefault(
-                                kind, []).append((old, mask))
-            state = state.with_relocated(pairs)
-            for uuid, e in self._book.items():
-                if uuid == exclude or uuid in owners.instances:
-                    continue
-                r = e.reservation
-                if r.masks and any(r.masks.values()):
-                    state = state.with_allocation(by_kind(r.masks),
-                                                  pmd_share=r.pmd_share)
-                elif e.mb_only:
-                    state = state.with_allocation({})
-                elif e.monitor and state.mon_capable:
-                    state = dataclasses.replace(
-                        state, rmids_free=max(state.rmids_free - 1, 0))
-            for name, masks in self._class_masks.items():
-                if name not in owners.classes and masks:
-                    state = state.with_allocation(by_kind(masks))
-                    # Reserved: the next member joins it, it is no second
-                    # group to make.
-                    if state.classes is not None and name in state.classes:
-                        state = dataclasses.replace(state, classes={
-                            **state.classes, name: dataclasses.replace(
-                                state.classes[name], exists=True)})
-            _owners, host, reservations, groups = self._inputs(view)
-            # A class in use with neither a group nor a decided place (its
-            # members all stopped, defined by an older nova-rdt) is placed
-            # when its first member starts: it costs its CLOS and ways
-            # now, where the planner would put it.
-            unplaced = sorted(n for n, g in groups.items()
-                              if g.masks is None and n not in owners.classes)
-            placed_now = []
-            if unplaced:
-                try:
-                    plan = placement.release(host, reservations, groups, "")
-                except placement.NoPlacement:
-                    plan = None
-                for name in unplaced:
-                    masks = plan.classes.get(name) if plan else None
-                    if masks:
-                        state = state.with_allocation(by_kind(masks))
-                        placed_now.append(masks)
-                    if state.classes is not None \
-                            and name in state.classes:
-                        state = dataclasses.replace(state, classes={
-                            **state.classes, name: dataclasses.replace(
-                                state.classes[name], exists=True)})
+            owners, host, reservations, groups = self._inputs(view)
+            state = state.with_relocated(
+                self._pending_moves(view, owners, exclude))
+            state = self._lay_on(state, owners, exclude)
+            state, placed_now = self._unplaced_classes(
+                state, owners, host, reservations, groups)
             # What the planner moves to make room is published as such,
             # so the filter passes a host where only a move makes room.
             moving = [g.masks for g in groups.values() if g.masks]
@@ -234,6 +174,75 @@ class Placer:
                         by_id.setdefault(cid, {}).setdefault(
                             kind, []).append(mask)
             return state.with_movable(by_id)
+
+    def _pending_moves(self, view: HostView, owners: hostplan.Ownership,
+                       exclude: str | None
+                       ) -> dict[int, dict[str, list[tuple[int, int]]]]:
+        """Moves decided and not written yet (a claim's, until its start
+        writes them in make_room): resctrl still shows the old place, the
+        plan already holds the new one.  cache id -> type -> (old, new)."""
+        live, live_classes = hostplan.live_masks(view, owners)
+        pending = [(live_classes.get(n), self._class_masks.get(n))
+                   for n in self._class_moves]
+        pending += [(live.get(u), self._book[u].reservation.masks)
+                    for u in self._instance_moves
+                    if u in self._book and u != exclude]
+        pairs: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        for was, now in pending:
+            if not was or not now:
+                continue
+            old_by = by_kind(was)
+            for cid, per in by_kind(now).items():
+                for kind, mask in per.items():
+                    old = old_by.get(cid, {}).get(kind)
+                    if old is not None and old != mask:
+                        pairs.setdefault(cid, {}).setdefault(
+                            kind, []).append((old, mask))
+        return pairs
+
+    def _lay_on(self, state: hoststate.HostRdtState,
+                owners: hostplan.Ownership, exclude: str | None
+                ) -> hoststate.HostRdtState:
+        """The reservations and class masks that have no group yet."""
+        for uuid, e in self._book.items():
+            if uuid == exclude or uuid in owners.instances:
+                continue
+            r = e.reservation
+            if r.masks and any(r.masks.values()):
+                state = state.with_allocation(by_kind(r.masks),
+                                              pmd_share=r.pmd_share)
+            elif e.mb_only:
+                state = state.with_allocation({})
+            elif e.monitor and state.mon_capable:
+                state = dataclasses.replace(
+                    state, rmids_free=max(state.rmids_free - 1, 0))
+        for name, masks in self._class_masks.items():
+            if name not in owners.classes and masks:
+                state = _class_made(state.with_allocation(by_kind(masks)),
+                                    name)
+        return state
+
+    def _unplaced_classes(self, state, owners, host, reservations, groups):
+        """A class in use with neither a group nor a decided place (its
+        members all stopped, defined by an older nova-rdt) is placed when
+        its first member starts: it costs its CLOS and ways now, where
+        the planner would put it.  Returns the state and those masks."""
+        unplaced = sorted(n for n, g in groups.items()
+                          if g.masks is None and n not in owners.classes)
+        if not unplaced:
+            return state, []
+        try:
+            plan = placement.release(host, reservations, groups, "")
+        except placement.NoPlacement:
+            plan = None
+        placed = []
+        for name in unplaced:
+            masks = plan.classes.get(name) if plan else None
+            if masks:
+                state = state.with_allocation(by_kind(masks))
+                placed.append(masks)
+            state = _class_made(state, name)
+        return state, placed
 
     @contextlib.contextmanager
     def starting(self):
@@ -502,6 +511,17 @@ class Placer:
             LOG.warning("nova-rdt: PMD COS cannot cover %s",
                         ", ".join(pmd.dropped))
         self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
+
+
+def _class_made(state: hoststate.HostRdtState, name: str
+                ) -> hoststate.HostRdtState:
+    """``state`` with class ``name``'s group as good as made: reserved,
+    the next member joins it, it is no second group to make."""
+    if state.classes is None or name not in state.classes:
+        return state
+    return dataclasses.replace(state, classes={
+        **state.classes,
+        name: dataclasses.replace(state.classes[name], exists=True)})
 
 
 def by_kind(masks: placement.PerId) -> dict[int, dict[str, int]]:
