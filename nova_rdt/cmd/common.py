@@ -409,11 +409,16 @@ class _OwnWarnings(logging.Formatter):
         return f"{PROG}: {record.levelname.lower()}: {record.getMessage()}"
 
 
-def _warning_to_log(message, category, filename, lineno, file=None,
-                    line=None):
-    logging.getLogger("py.warnings").warning(
-        "%s", warnings.formatwarning(message, category, filename, lineno,
-                                     line).rstrip())
+def _warnings_to_log(deprecations: int = logging.WARNING):
+    """A ``warnings.showwarning`` that logs each warning as one record,
+    deprecation notices at level ``deprecations``."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = warnings.formatwarning(message, category, filename, lineno,
+                                      line).rstrip()
+        level = deprecations if _is_deprecation(category) \
+            else logging.WARNING
+        logging.getLogger("py.warnings").log(level, "%s", text)
+    return show
 
 
 SERVICE_LOG_FORMAT = ("%(asctime)s %(process)d %(levelname)s %(name)s "
@@ -428,14 +433,6 @@ def _is_deprecation(category: type) -> bool:
         or category.__name__.endswith("DeprecationWarning")
 
 
-def _service_warning(message, category, filename, lineno, file=None,
-                     line=None):
-    text = warnings.formatwarning(message, category, filename, lineno,
-                                  line).rstrip()
-    level = logging.DEBUG if _is_deprecation(category) else logging.WARNING
-    logging.getLogger("py.warnings").log(level, "%s", text)
-
-
 def service_logging(debug: bool = False) -> None:
     """The log of a long-running service (the exporter, the controller),
     on stderr, which is its journal: nova-rdt's own records from INFO
@@ -447,7 +444,7 @@ def service_logging(debug: bool = False) -> None:
     logging.basicConfig(level=logging.WARNING, format=SERVICE_LOG_FORMAT)
     logging.getLogger("nova_rdt").setLevel(
         logging.DEBUG if debug else logging.INFO)
-    warnings.showwarning = _service_warning
+    warnings.showwarning = _warnings_to_log(deprecations=logging.DEBUG)
 
 
 @contextlib.contextmanager
@@ -467,7 +464,7 @@ def library_output(log_file: str | None):
     added: list[tuple[logging.Logger, logging.Handler]] = []
     level = root.level
     with warnings.catch_warnings():
-        warnings.showwarning = _warning_to_log
+        warnings.showwarning = _warnings_to_log()
         if not root.handlers:
             if log_file:
                 fh = logging.FileHandler(log_file)
