@@ -186,7 +186,7 @@ class Checks:
     def no_valid_host(self) -> None:
         """More ways than a cache has: the scheduler refuses.  The fault
         says "No valid host" with RDTFilter's reason (the filter raises
-        it for a single-instance request); nova-scheduler's log has the
+        it for a request's first instance); nova-scheduler's log has the
         filter's per-host reasons too."""
         sh = self.sh
         ways = _cbm_len(self.cloud.lab.resctrl_root)
