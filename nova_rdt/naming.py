@@ -224,3 +224,9 @@ def check_domain_name(name: str) -> str:
             or not name.isprintable():
         raise ValueError(f"unsafe domain name {name!r} refused")
     return name
+
+
+#: libvirt's cache types (``<cache type=...>``, the nova-rdt metadata) as
+#: the resctrl resources that hold them, and back.
+RESOURCE_OF_KIND = {"both": "L3", "code": "L3CODE", "data": "L3DATA"}
+KIND_OF_RESOURCE = {v: k for k, v in RESOURCE_OF_KIND.items()}

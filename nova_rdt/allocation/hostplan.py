@@ -24,8 +24,8 @@ from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
 
 # libvirt's cache types as resctrl resources, and back.
-RESOURCE_OF_KIND = {"both": "L3", "code": "L3CODE", "data": "L3DATA"}
-KIND_OF_RESOURCE = {v: k for k, v in RESOURCE_OF_KIND.items()}
+RESOURCE_OF_KIND = naming.RESOURCE_OF_KIND
+KIND_OF_RESOURCE = naming.KIND_OF_RESOURCE
 
 
 def placed_resources(caps: caps_mod.Capabilities) -> tuple[str, ...]:

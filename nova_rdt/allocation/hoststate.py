@@ -41,7 +41,7 @@ _READABLE_VERSIONS = (1, 2, 3)
 # Cache types as libvirt names them; a CDP host has code and data masks.
 BOTH = "both"
 CDP_TYPES = ("code", "data")
-_RESOURCE_OF_TYPE = {BOTH: "L3", "code": "L3CODE", "data": "L3DATA"}
+_RESOURCE_OF_TYPE = naming.RESOURCE_OF_KIND
 
 TRAIT_CAT = "CUSTOM_RDT_L3_CAT"
 TRAIT_CDP = "CUSTOM_RDT_L3_CDP"

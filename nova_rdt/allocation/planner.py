@@ -21,6 +21,7 @@ import json
 from typing import Any
 from typing import Literal
 
+from nova_rdt import naming
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import placement as placement_mod
 from nova_rdt.allocation import spec
@@ -250,8 +251,7 @@ def _decide(state: hoststate.HostRdtState, d: Demand, pmd_share: bool
     return masks, moved
 
 
-_RESOURCE_OF_KIND = {hoststate.BOTH: "L3", "code": "L3CODE",
-                     "data": "L3DATA"}
+_RESOURCE_OF_KIND = naming.RESOURCE_OF_KIND
 
 
 def class_problem(state: hoststate.HostRdtState, name: str) -> str | None:

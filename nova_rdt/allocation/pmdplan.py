@@ -32,7 +32,7 @@ from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 
 # libvirt's cache types (the planner's kinds) as resctrl resources.
-RESOURCE_OF_KIND = {"both": "L3", "code": "L3CODE", "data": "L3DATA"}
+RESOURCE_OF_KIND = naming.RESOURCE_OF_KIND
 
 
 @dataclasses.dataclass(frozen=True)

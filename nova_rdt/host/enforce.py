@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nova_rdt import naming
 from nova_rdt.resctrl import cbm
 
-RESOURCE_OF_KIND = {"both": "L3", "code": "L3CODE", "data": "L3DATA"}
+RESOURCE_OF_KIND = naming.RESOURCE_OF_KIND
 
 
 def check(want: Mapping[tuple[int, str], int],
