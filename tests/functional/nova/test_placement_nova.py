@@ -317,6 +317,14 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         self.src = self.computes["rdt1"]
         self.dest = self.computes["rdt2"]
 
+    def _migration_cut_at(self, point):
+        """A live migration of the server that fails at ``point``."""
+        with failpoints.armed({point: "raise"}):
+            self.api.post_server_action(self.server["id"], {
+                "os-migrateLive": {"host": None, "block_migration": "auto"}})
+            self._wait_for_migration_status(self.server, ["error",
+                                                          "failed"])
+
     def test_a_plain_instance_is_reserved_at_the_destination(self):
         self._setup()
         self._live_migrate(self.server, "completed")
@@ -350,11 +358,7 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         destination sees the migration failed at its next resource
         update, not ten minutes later."""
         self._setup()
-        with failpoints.armed({"migration.before_xml_rewrite": "raise"}):
-            self.api.post_server_action(self.server["id"], {
-                "os-migrateLive": {"host": None, "block_migration": "auto"}})
-            self._wait_for_migration_status(self.server, ["error",
-                                                          "failed"])
+        self._migration_cut_at("migration.before_xml_rewrite")
         self._run_periodics()
         self.assertNotIn(self.server["id"], self.placer("rdt2"))
         self.assertEqual("", self.stats("rdt2").get("rdt_incoming"))
@@ -380,10 +384,6 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
 
     def test_an_aborted_migration_frees_the_destination_at_once(self):
         self._setup()
-        with failpoints.armed({"migration.dest_claim": "raise"}):
-            self.api.post_server_action(self.server["id"], {
-                "os-migrateLive": {"host": None, "block_migration": "auto"}})
-            self._wait_for_migration_status(self.server, ["error",
-                                                          "failed"])
+        self._migration_cut_at("migration.dest_claim")
         # No periodic task, no grace period: released by the failure.
         self.assertNotIn(self.server["id"], self.placer("rdt2"))
