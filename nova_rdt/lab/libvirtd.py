@@ -14,6 +14,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import time
 from xml.sax.saxutils import escape
 
@@ -132,6 +133,55 @@ class Libvirt:
         # answers.  Linux guests ask linux_accel(), which boots one.
         self.domain_type = "qemu" if kvm_unavailable_reason() else "kvm"
         self._linux_accel = None
+        #: Why kvm domains run TCG here (None: they run KVM); set by
+        #: :meth:`use_tcg_for_kvm` before libvirtd starts.
+        self.tcg_for_kvm: str | None = None
+
+    @property
+    def bin_dir(self) -> str:
+        """Put first on libvirtd's PATH: where it finds its QEMU."""
+        return os.path.join(self.root, "bin")
+
+    def use_tcg_for_kvm(self, why: str) -> None:
+        """kvm domains run QEMU's TCG (:mod:`nova_rdt.lab.tcg_qemu`).
+
+        libvirt takes the default emulator of its capabilities from its
+        PATH, so a wrapper found first there serves every domain that
+        names no ``<emulator>`` (Nova's), and libvirt's capability probe
+        through it still sees KVM.  The real binary is exec'd from where
+        it is installed: QEMU finds its accelerator modules and firmware
+        relative to its own directory."""
+        if self.libvirtd is not None:
+            raise LabError("use_tcg_for_kvm() must come before libvirtd "
+                           "starts (it reads its emulators at start)")
+        if self.domain_type != "kvm":
+            raise LabError(f"no kvm domains here ({kvm_unavailable_reason()})"
+                           f": TCG for kvm domains needs a /dev/kvm that "
+                           f"answers")
+        from nova_rdt.lab import tcg_qemu
+        real = shutil.which("qemu-system-x86_64")
+        if real is None:
+            raise LabError("qemu-system-x86_64 is not installed")
+        os.makedirs(self.bin_dir, exist_ok=True)
+        path = os.path.join(self.bin_dir, "qemu-system-x86_64")
+        with open(path, "w") as f:
+            f.write(tcg_qemu.wrapper_script(sys.executable, real))
+        os.chmod(path, 0o755)
+        self.tcg_for_kvm = why
+
+    @property
+    def emulator(self) -> str:
+        """The ``<emulator>`` for domains the lab writes itself."""
+        if self.tcg_for_kvm:
+            return os.path.join(self.bin_dir, "qemu-system-x86_64")
+        return "/usr/bin/qemu-system-x86_64"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.tcg_for_kvm:
+            env["PATH"] = (f"{self.bin_dir}:"
+                           f"{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}")
+        return env
 
     def linux_accel(self, image=None):
         """KVM or TCG for guests that boot a Linux kernel, with why
@@ -213,7 +263,8 @@ class Libvirt:
         self.sup.wait_for(self.virtlogd, lambda: os.path.exists(logd_sock),
                           timeout, "its socket")
         self.libvirtd = self.sup.spawn("libvirtd", ns.command(
-            ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf"]))
+            ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf"]),
+            env=self._env())
         self.sup.wait_for(self.libvirtd, lambda: os.path.exists(self.socket),
                           timeout, "its socket")
         # The first capabilities call runs QEMU's probe: part of start-up.
@@ -226,7 +277,8 @@ class Libvirt:
         if self.libvirtd is not None:
             self.sup.stop(self.libvirtd)
         self.libvirtd = self.sup.spawn("libvirtd", ns.command(
-            ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf"]))
+            ["libvirtd", "-f", "/etc/libvirt/libvirtd.conf"]),
+            env=self._env())
         self.sup.wait_for(self.libvirtd, self._answers, timeout,
                           "answering virsh capabilities")
 
