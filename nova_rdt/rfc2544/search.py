@@ -72,11 +72,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Sequence
 import dataclasses
+import logging
 import math
 
 from nova_rdt.rfc2544.model import Trial
 
 Measure = Callable[[float, float], Trial]
+LOG = logging.getLogger(__name__)
 
 # The steepest collapse the second failure is aimed for: forwarding that
 # falls as the overload to this power.  The livelock models of the
@@ -116,6 +118,26 @@ NOISE = 4.0
 # Failures this close (relative, in resolutions) are one point for the
 # secants: their difference is mostly noise.
 SPREAD = 2.0
+# A short failure that is not yet sure (see _Run.sure) is re-measured
+# long enough to lose SURE x what a full-length trial may, at its loss
+# ratio; past LONGEST x the full-length duration, a full-length trial
+# costs little more and needs no prediction.
+SURE = 1.3
+LONGEST = 0.5
+# The trial after the probe, aimed at a sure failure, goes AIM_SURE x
+# resolution over the one-failure estimate (a higher loss ratio there
+# makes the trial shorter); the full-length candidate goes FULL_MARGIN x
+# resolution under the lowest sure failure (a full-length failure costs
+# a minute; a result lower within the resolution costs nothing).
+AIM_SURE = 0.6
+CLOSE_SURE = 0.99
+FULL_MARGIN = 0.9
+# The full-length phase shortens a trial meant to fail only where the
+# drop curve puts its loss at SHORTEN x the tolerance or more.
+SHORTEN = 4.0
+# Exploring stops at a sure failure whose forwarded rate puts the edge
+# within NEAR_SURE resolutions under it.
+NEAR_SURE = 1.3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +146,9 @@ class SearchConfig:
     resolution: float = 0.005          # relative width of the final bracket
     trial_duration: float = 10.0       # seconds, full-length trials
     probe_duration: float = 1.0        # the overload probe may be shorter
+    # Exploratory trials (0: as long as the full-length ones, no
+    # exploration; longer than those: the full-length duration).
+    initial_trial_duration: float = 1.0
     max_trials: int = 40
     verify_repeats: int = 1            # full-length re-checks of the result
     marginal_loss: float = 1e-4        # over tolerance by at most this
@@ -143,6 +168,8 @@ class SearchConfig:
             raise ValueError("trial_duration must be positive")
         if self.probe_duration <= 0:
             raise ValueError("probe_duration must be positive")
+        if self.initial_trial_duration < 0:
+            raise ValueError("initial_trial_duration must be >= 0")
         if not isinstance(self.max_trials, int) or self.max_trials < 2:
             raise ValueError("max_trials must be an integer of at least 2")
         if not isinstance(self.verify_repeats, int) or \
@@ -152,6 +179,13 @@ class SearchConfig:
             raise ValueError("marginal_loss must be in [0, 1)")
         if self.min_rate_pps <= 0:
             raise ValueError("min_rate_pps must be positive")
+
+    @property
+    def exploration_duration(self) -> float:
+        """Seconds per exploratory trial: never longer than a full one."""
+        d = self.initial_trial_duration
+        return self.trial_duration if d <= 0 else min(d,
+                                                      self.trial_duration)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,9 +202,16 @@ class SearchResult:
     note: str = ""
     offered_pps: float = 0.0           # what that trial asked for
 
+    log: tuple[str, ...] = ()          # where durations disagreed
+
     @property
     def trial_count(self) -> int:
         return len(self.trials)
+
+    @property
+    def trial_seconds(self) -> float:
+        """Seconds of traffic the search sent (settling not included)."""
+        return sum(t.duration for t in self.trials)
 
     @property
     def throughput_pps(self) -> float:
@@ -187,6 +228,9 @@ class _Run:
         self.measure = measure
         self.cfg = cfg
         self.trials: list[Trial] = []
+        self.log: list[str] = []
+        # Cleared once a shortened trial passed where it was to fail.
+        self.trust_short = True
 
     def trial(self, rate: float, duration: float | None = None) -> Trial:
         if len(self.trials) >= self.cfg.max_trials:
@@ -195,19 +239,46 @@ class _Run:
         self.trials.append(t)
         return t
 
+    def say(self, text: str) -> None:
+        LOG.info("%s", text)
+        self.log.append(text)
+
+    def sure(self, t: Trial) -> bool:
+        """Whether a failure proves a full-length trial at its rate fails:
+        it is one, or it lost more frames than a full-length trial may
+        lose in all (which then loses them in its first seconds)."""
+        final = self.cfg.trial_duration
+        return t.duration >= final or t.lost > \
+            self.cfg.loss_tolerance * t.achieved_pps * final
+
+    def sure_duration(self, t: Trial) -> float:
+        """How long a trial at a short failure's rate must be to lose, at
+        the same loss ratio, SURE x what a full-length trial may; a
+        full-length one if that is most of one."""
+        return self.sure_duration_at(t.loss_ratio)
+
+    def sure_duration_at(self, loss_ratio: float) -> float:
+        """The same for a loss ratio expected."""
+        final = self.cfg.trial_duration
+        ratio = max(loss_ratio, 1e-12)
+        d = SURE * self.cfg.loss_tolerance * final / ratio
+        d = max(d, self.cfg.exploration_duration)
+        return final if d > LONGEST * final else d
+
     def marginal(self, t: Trial) -> bool:
         tol = self.cfg.loss_tolerance
         return (t.loss_ratio <= tol + self.cfg.marginal_loss
                 and t.forwarded_pps >= t.achieved_pps * (1 - 10 * (
                     tol + self.cfg.marginal_loss)))
 
-    def classify(self, rate: float) -> tuple[bool, Trial]:
+    def classify(self, rate: float, duration: float | None = None
+                 ) -> tuple[bool, Trial]:
         """Pass or fail at ``rate``; a marginal failure gets one more go."""
-        t = self.trial(rate)
+        t = self.trial(rate, duration)
         if t.passed(self.cfg.loss_tolerance):
             return True, t
         if self.marginal(t) and len(self.trials) < self.cfg.max_trials:
-            again = self.trial(rate)
+            again = self.trial(rate, duration)
             if again.passed(self.cfg.loss_tolerance):
                 return True, again
             return False, min(t, again, key=lambda x: x.forwarded_pps)
@@ -512,67 +583,224 @@ def _step_down(b: _Bracket, res: float) -> float:
     return b.hi.achieved_pps * (1 - _step(b, res) * res)
 
 
+def _core(run: _Run, b: _Bracket, max_rate_pps: float, cfg: SearchConfig,
+          duration: float, need: int, plan=None):
+    """The search at one trial duration, from the bracket ``b`` (empty:
+    it starts with the overload probe).  Returns ``(kind, trial)``:
+    ``("closed", None)`` once ``need`` passes back a pass within the
+    resolution of a failure, ``("max", trial)`` when the generator's
+    maximum passed, ``("floor", None)`` under ``min_rate_pps``, and
+    ``("stop", rate)`` when ``stop(b, rate, expect)`` says the next
+    trial need not be run at this duration; ``plan(b, rate, expect)``
+    may also move the trial or change its duration.  At the full-length
+    duration, only full-length passes and sure failures enter ``b``: a
+    shorter trial that passes, or fails short of sure, is run again at
+    full length."""
+    tol, res = cfg.loss_tolerance, cfg.resolution
+    if not b.passes and not b.fails:
+        probe = run.trial(max_rate_pps, min(cfg.probe_duration, duration))
+        if probe.passed(tol):
+            ok, t = run.classify(max_rate_pps, duration)
+            if ok:
+                # Both passed at the maximum: the DUT kept up with the
+                # most the generator sent in either.
+                return "max", max((probe, t), key=lambda x: x.achieved_pps)
+            b.add(False, t)
+        else:
+            b.add(False, probe)
+    while True:
+        if b.closes(b.backed(need), res):
+            return "closed", None
+        lo, hi = b.lo, b.hi
+        if hi is None:
+            # Every failure was overturned by a later pass: go up.
+            if lo.offered_pps >= max_rate_pps:
+                return "max", lo
+            rate = min(lo.achieved_pps * (1 + 4 * res), max_rate_pps)
+            expect, verifying = None, False
+        elif b.closed(res):
+            # The highest pass closes the bracket, but too few
+            # full-length passes back it: re-check it.
+            rate, expect, verifying = _recheck(b, res), True, True
+        else:
+            rate, expect = _next_rate(b, res)
+            verifying = False
+        if rate < cfg.min_rate_pps:
+            return "floor", None
+        length = duration
+        if plan is not None:
+            planned = plan(b, rate, expect)
+            if planned is None:
+                return "stop", rate
+            rate, length = planned
+        ok, t = run.classify(rate, length)
+        if duration >= cfg.trial_duration > length and (
+                ok or not run.sure(t)):
+            if ok:
+                run.say(f"a {length:g} s trial passed at {rate:,.0f} pps "
+                        f"where a failure was expected: only a "
+                        f"{duration:g} s one can say")
+                run.trust_short = False
+            ok, t = run.classify(rate, duration)
+            length = duration
+        if expect is not None and ok != expect:
+            b.surprises += 1
+        lo = b.lo
+        if not ok and lo is not None and \
+                t.achieved_pps <= lo.achieved_pps:
+            if verifying:
+                b.passes.remove(lo)     # the re-check overturns it
+            else:
+                # A failure at or under a rate that passed contradicts
+                # it: measure once more before either is thrown away.
+                ok, t = run.classify(rate, length)
+        b.add(ok, t)
+
+
+def _explored(run: _Run, cfg: SearchConfig):
+    """The exploration's plan for its next trial: ``(rate, duration)``,
+    or None when exploring is done: a sure failure lies near the edge
+    its forwarded rate gives, or the next trial is meant to pass and
+    would close the bracket (it is then the full-length candidate).
+
+    The trial after the overload probe is the one meant to fail just
+    over the edge a DUT that forwards its capacity would have: it goes
+    a little higher, and long enough for its failure to be sure (see
+    ``_Run.sure``), so that it is the upper bound itself and not a
+    short trial to be repeated longer."""
+    res, tol = cfg.resolution, cfg.loss_tolerance
+    short = cfg.exploration_duration
+
+    def plan(b: _Bracket, rate: float, expect):
+        hi = b.hi
+        if hi is None:
+            return rate, short
+        top = hi.achieved_pps
+        if run.sure(hi) and hi.forwarded_pps / (1 - tol) >= top * (
+                1 - NEAR_SURE * res):
+            return None
+        if expect and top - rate <= res * top:
+            return None
+        if tol and not b.passes and len(b.fails) == 1:
+            low = b.bracket(res)[0]
+            if low * (1 + FAIL_AIM * res) < top * (1 - res):
+                rate = max(rate, low * (1 + AIM_SURE * res))
+                loss = 1 - low * (1 - tol) / rate
+                return rate, run.sure_duration_at(loss)
+        return rate, short
+    return plan
+
+
+def _proving(run: _Run, cfg: SearchConfig):
+    """The full-length phase's plan: a trial the failures' drop curve
+    says fails is only as long as its failure needs to be sure, while
+    shorter trials have not been caught passing where they should not."""
+    res, tol = cfg.resolution, cfg.loss_tolerance
+    final = cfg.trial_duration
+
+    def plan(b: _Bracket, rate: float, expect):
+        if not tol or not run.trust_short or b.hi is None or expect:
+            return rate, final
+        if b.lo is not None and rate <= b.lo.achieved_pps:
+            return rate, final
+        low = b.bracket(res)[0]
+        loss = 1 - low * (1 - tol) / rate
+        if loss < SHORTEN * tol:
+            return rate, final
+        return rate, run.sure_duration_at(loss)
+    return plan
+
+
 def search(measure: Measure, max_rate_pps: float,
            cfg: SearchConfig = SearchConfig()) -> SearchResult:
     run = _Run(measure, cfg)
     tol, res = cfg.loss_tolerance, cfg.resolution
+    final, short = cfg.trial_duration, cfg.exploration_duration
+    need = cfg.verify_repeats + 1
     b = _Bracket(tol)
     note = ""
     try:
-        probe = run.trial(max_rate_pps, cfg.probe_duration)
-        if probe.passed(tol):
-            ok, t = run.classify(max_rate_pps)
-            if ok:
-                # Both passed at the maximum: the DUT kept up with the
-                # most the generator sent in either.
-                best = max((probe, t), key=lambda x: x.achieved_pps)
-                return _result(run, best, None, True, True,
-                               "no loss at the generator's maximum rate")
-            b.add(False, t)
+        if short < final:
+            kind, found = _explore(run, b, max_rate_pps, cfg)
         else:
-            b.add(False, probe)
-        need = cfg.verify_repeats + 1
-        while True:
-            if b.closes(b.backed(need), res):
-                break
-            lo, hi = b.lo, b.hi
-            if hi is None:
-                # Every failure was overturned by a later pass: go up.
-                if lo.offered_pps >= max_rate_pps:
-                    return _result(run, lo, None, True, True,
-                                   "no loss at the generator's maximum "
-                                   "rate")
-                rate = min(lo.achieved_pps * (1 + 4 * res), max_rate_pps)
-                expect, verifying = None, False
-            elif b.closed(res):
-                # The highest pass closes the bracket, but too few
-                # full-length passes back it: re-check it.
-                rate, expect, verifying = _recheck(b, res), True, True
-            else:
-                rate, expect = _next_rate(b, res)
-                verifying = False
-            if rate < cfg.min_rate_pps:
-                note = "no passing rate above min_rate_pps"
-                break
-            ok, t = run.classify(rate)
-            if expect is not None and ok != expect:
-                b.surprises += 1
-            lo = b.lo
-            if not ok and lo is not None and \
-                    t.achieved_pps <= lo.achieved_pps:
-                if verifying:
-                    b.passes.remove(lo)     # the re-check overturns it
-                else:
-                    # A failure at or under a rate that passed
-                    # contradicts it: measure once more before either
-                    # is thrown away.
-                    ok, t = run.classify(rate)
-            b.add(ok, t)
+            kind, found = _core(run, b, max_rate_pps, cfg, final, need)
+        if kind == "max":
+            return _result(run, found, None, True, True,
+                           "no loss at the generator's maximum rate")
+        if kind == "floor":
+            note = "no passing rate above min_rate_pps"
     except _Budget:
         note = f"stopped after max_trials={cfg.max_trials}"
     done = b.closes(b.backed(need), res) and not note
     return _result(run, b.backed(need) if done else b.lo, b.hi, done, False,
                    note)
+
+
+def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
+             cfg: SearchConfig):
+    """Short trials find the edge; full-length trials prove it.
+
+    ``b`` ends with only what may bound the result: full-length passes,
+    and failures that are *sure*: full-length, or short ones that lost
+    more frames than a whole full-length trial may (its first seconds
+    are that short trial: a DUT that starts every trial alike loses
+    them there too, whatever its buffer or warm-up does later)."""
+    tol, res = cfg.loss_tolerance, cfg.resolution
+    final, short = cfg.trial_duration, cfg.exploration_duration
+    need = cfg.verify_repeats + 1
+    seen = _Bracket(tol)
+    kind, found = _core(run, seen, max_rate_pps, cfg, short, 1,
+                        plan=_explored(run, cfg))
+    if kind == "max":
+        # Short trials kept up at the maximum: the full-length ones say.
+        return _core(run, b, max_rate_pps, cfg, final, need)
+    upper = seen.hi
+    if kind == "stop":
+        top = upper.achieved_pps
+        flat = upper.forwarded_pps / (1 - tol)
+        if run.sure(upper) and flat >= top * (1 - NEAR_SURE * res):
+            # The sure failure's forwarded rate puts the edge near it:
+            # a pass just under that edge, moved up to close the bracket
+            # with the failure if that stays under the edge.
+            found = flat * (1 - PASS_MARGIN * res)
+            closing = top * (1 - CLOSE_SURE * res)
+            if found < closing <= flat * (1 - res / 8):
+                found = closing
+        candidate = min(found, top * (1 - FULL_MARGIN * res))
+    elif kind == "closed":
+        candidate = seen.lo.achieved_pps
+    else:
+        candidate = None
+    if upper is not None:
+        if run.sure(upper):
+            b.add(False, upper)
+        else:
+            rate = upper.achieved_pps
+            longer = run.sure_duration(upper)
+            ok, t = run.classify(rate, longer)
+            if not ok and longer < final and not run.sure(t):
+                # Still within what a full-length trial may lose: only
+                # a full-length one can say.
+                ok, t = run.classify(rate, final)
+            if ok:
+                run.say(f"a {upper.duration:g} s trial failed at "
+                        f"{rate:,.0f} pps, a {t.duration:g} s one "
+                        f"passed: the longer one wins")
+                if t.duration >= final:
+                    b.add(True, t)
+                candidate = None
+            else:
+                b.add(False, t)
+    if candidate is not None and (b.hi is None or
+                                  candidate < b.hi.achieved_pps):
+        ok, t = run.classify(candidate, final)
+        if not ok:
+            run.say(f"{short:g} s trials put the edge above "
+                    f"{candidate:,.0f} pps, a {final:g} s trial failed "
+                    f"there: the full-length one wins")
+        b.add(ok, t)
+    return _core(run, b, max_rate_pps, cfg, final, need,
+                 plan=_proving(run, cfg))
 
 
 def _result(run, lo, hi, converged, at_max, note) -> SearchResult:
@@ -593,7 +821,7 @@ def _result(run, lo, hi, converged, at_max, note) -> SearchResult:
         lower_pps=lo.achieved_pps if lo else 0.0,
         upper_pps=hi.achieved_pps if hi else None,
         trials=tuple(run.trials), converged=converged,
-        generator_limited=limited, note=note,
+        generator_limited=limited, note=note, log=tuple(run.log),
         offered_pps=lo.offered_pps if lo else 0.0)
 
 

@@ -33,10 +33,20 @@ The ways real set-ups break the naive picture can be switched on:
   relaxation time is ``drift_time_s`` (two trials that far apart share
   about e**-1 of their offset); it moves on by each trial's duration, so
   a 1 s probe barely moves it and a 10 s trial does.
+* ``buffer_s``: a deep buffer, this many seconds of capacity.  Overload
+  fills it before any frame is lost, and what it holds drains after
+  the trial (within the settling pause), so a short trial passes at a
+  rate a full-length one fails.
+* ``warmup_s`` and ``warmup_share``: for the first ``warmup_s`` seconds
+  of every trial the capacity is only ``warmup_share`` of itself (flow
+  caches filling, MAC learning, a guest's forwarder waking), so a short
+  trial fails at a rate a full-length one passes.
 
-``truth(tolerance)`` is the offered rate at which the expected loss
-equals the tolerance, for whichever model is on; ``truth_band`` is the
-range a right answer may lie in (one point without drift).
+``truth(tolerance, duration=...)`` is the offered rate at which the
+expected loss over a trial of that duration equals the tolerance, for
+whichever model is on (the duration matters only with a buffer or a
+warm-up); ``truth_band`` is the range a right answer may lie in (one
+point without drift).
 """
 
 from __future__ import annotations
@@ -61,7 +71,9 @@ class SimulatedDut(TrafficGenerator):
                  collapse_at_pps: float | None = None,
                  gen_ceiling_pps: float | None = None,
                  rate_error: float = 0.0, collapse_exponent: float = 0.0,
-                 drift: float = 0.0, drift_time_s: float = 0.0):
+                 drift: float = 0.0, drift_time_s: float = 0.0,
+                 buffer_s: float = 0.0, warmup_s: float = 0.0,
+                 warmup_share: float = 1.0):
         for name, value in (("capacity_pps", capacity_pps),
                             ("line_rate_pps", line_rate_pps)):
             if not (isinstance(value, (int, float)) and math.isfinite(value)
@@ -75,6 +87,15 @@ class SimulatedDut(TrafficGenerator):
             raise ValueError("drift must be a number in [0, 1)")
         if not (math.isfinite(drift_time_s) and drift_time_s >= 0):
             raise ValueError("drift_time_s must be a number >= 0")
+        for name, value in (("buffer_s", buffer_s),
+                            ("warmup_s", warmup_s)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a number >= 0")
+        if not (math.isfinite(warmup_share) and 0 < warmup_share <= 1):
+            raise ValueError("warmup_share must be a number in (0, 1]")
+        self.buffer_s = float(buffer_s)
+        self.warmup_s = float(warmup_s)
+        self.warmup_share = float(warmup_share)
         self.capacity = float(capacity_pps)
         self.line_rate = float(line_rate_pps)
         self.jitter = jitter
@@ -107,21 +128,41 @@ class SimulatedDut(TrafficGenerator):
             return cap * (cap / sent_pps) ** self.exponent
         return max(cap - self.k * cap * (sent_pps / cap - 1), 0.0)
 
-    def truth(self, tolerance: float, capacity: float | None = None
-              ) -> float:
-        """The rate where loss equals ``tolerance`` (or the generator's
-        ceiling, if the DUT is faster than that)."""
+    def lost(self, sent_pps: float, duration: float,
+             capacity: float | None = None) -> float:
+        """Frames a trial loses (no noise): what the warm-up and the
+        steady state do not forward, less what the buffer holds."""
         cap = self.capacity if capacity is None else capacity
-        lo, hi = cap, cap / (1 - tolerance) + 1
+        warm = min(self.warmup_s, duration)
+        forwarded = (self.forwarded(sent_pps, cap * self.warmup_share) * warm
+                     + self.forwarded(sent_pps, cap) * (duration - warm))
+        return max(0.0, sent_pps * duration - forwarded
+                   - self.buffer_s * cap)
+
+    def truth(self, tolerance: float, capacity: float | None = None,
+              duration: float = 60.0) -> float:
+        """The rate where the loss of a ``duration``-second trial equals
+        ``tolerance`` (or the generator's ceiling, if the DUT is faster
+        than that)."""
+        cap = self.capacity if capacity is None else capacity
+
+        def passes(rate):
+            return self.lost(rate, duration, cap) <= \
+                tolerance * rate * duration
+
+        lo, hi = 0.0, 2 * cap / (1 - tolerance) + 1
+        while passes(hi):
+            lo, hi = hi, 2 * hi
         for _ in range(200):
             mid = (lo + hi) / 2
-            if self.forwarded(mid, cap) >= mid * (1 - tolerance):
+            if passes(mid):
                 lo = mid
             else:
                 hi = mid
         return min(lo, self.ceiling)
 
-    def truth_band(self, tolerance: float) -> tuple[float, float]:
+    def truth_band(self, tolerance: float, duration: float = 60.0
+                   ) -> tuple[float, float]:
         """The rates a right answer may lie between: ``truth`` itself
         without drift.  With drift, the capacity a search should find is
         the one the DUT had while that search measured it: from
@@ -132,16 +173,19 @@ class SimulatedDut(TrafficGenerator):
         trials.  Before any trial, the band of the whole range: from
         its lowest capacity to the nominal one."""
         if not self.faced:
-            return self.range_band(tolerance)
-        return (self.truth(tolerance, min(self.faced)),
-                self.truth(tolerance, statistics.median(self.faced)))
+            return self.range_band(tolerance, duration)
+        return (self.truth(tolerance, min(self.faced), duration),
+                self.truth(tolerance, statistics.median(self.faced),
+                           duration))
 
-    def range_band(self, tolerance: float) -> tuple[float, float]:
+    def range_band(self, tolerance: float, duration: float = 60.0
+                   ) -> tuple[float, float]:
         """The band of the drift's whole range, whatever the trials met:
         from ``truth`` at its lowest capacity to ``truth`` at the
         nominal one (``truth`` itself without drift)."""
-        return (self.truth(tolerance, self.capacity * (1 - self.drift)),
-                self.truth(tolerance))
+        return (self.truth(tolerance, self.capacity * (1 - self.drift),
+                           duration),
+                self.truth(tolerance, duration=duration))
 
     def max_rate_pps(self, frame_size: int) -> float:
         return self.line_rate
@@ -167,7 +211,13 @@ class SimulatedDut(TrafficGenerator):
                 off = self.rng.uniform(-self.drift, self.drift)
             self.faced.append(self.capacity * (1 + off))
             cap *= 1 + off
-        lost = max(0, tx - int(self.forwarded(tx / duration, cap) * duration))
+        if self.buffer_s or self.warmup_s:
+            # Less a hair: a sum of the rate's parts may round over it.
+            lost = min(tx, max(0, math.ceil(
+                self.lost(tx / duration, duration, cap) - 1e-6)))
+        else:
+            lost = max(0, tx - int(self.forwarded(tx / duration, cap)
+                                   * duration))
         if self.rng.random() < self.spurious:
             lost += self.rng.randint(1, self.burst)
         return Trial(rate_pps, duration, tx, max(tx - lost, 0),
@@ -263,11 +313,34 @@ def drifting(seed: int, line: float, drift_time_s: float = 0.0
                         drift_time_s=drift_time_s)
 
 
+def buffered(seed: int, line: float) -> SimulatedDut:
+    """Forwards its capacity at any overload, behind a deep buffer of
+    0.2-2 s of that capacity: a short trial passes well over the rate a
+    full-length one fails."""
+    r = _draw(seed)
+    cap = r.uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed, buffer_s=r.uniform(0.2, 2))
+
+
+def warming(seed: int, line: float) -> SimulatedDut:
+    """Forwards its capacity at any overload, but only 60-90% of it for
+    the first 0.5-3 s of every trial: a short trial fails under the rate
+    a full-length one passes."""
+    r = _draw(seed)
+    cap = r.uniform(0.05, 0.97) * line
+    return SimulatedDut(cap, line, seed=seed, warmup_s=r.uniform(0.5, 3),
+                        warmup_share=r.uniform(0.6, 0.9))
+
+
 MODELS = {"benign": benign, "collapse": collapse, "gen-ceiling": ceiling,
           "collapse+ceiling": both, "livelock": livelock,
-          "livelock+ceiling": livelock_ceiling, "drift": drifting}
+          "livelock+ceiling": livelock_ceiling, "drift": drifting,
+          "buffer": buffered, "warm-up": warming}
 # The models whose forwarded rate falls past capacity.
 COLLAPSING = ("collapse", "collapse+ceiling", "livelock", "livelock+ceiling")
+# The models where a short trial says something else than a full-length
+# one at the same rate.
+DURATION_BOUND = ("buffer", "warm-up")
 
 
 def trials_for(width: float) -> int:
