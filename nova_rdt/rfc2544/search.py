@@ -122,7 +122,11 @@ SPREAD = 2.0
 # long enough to lose SURE x what a full-length trial may, at its loss
 # ratio; past LONGEST x the full-length duration, a full-length trial
 # costs little more and needs no prediction.
-SURE = 1.3
+SURE = 1.45
+# A short failure is sure when it lost SURE_LOSS x what a full-length
+# trial may lose, not just 1x: the capacity's jitter between trials
+# moves a near-edge trial's loss by several per cent.
+SURE_LOSS = 1.15
 LONGEST = 0.5
 # The trial after the probe, aimed at a sure failure, goes AIM_SURE x
 # resolution over the one-failure estimate (a higher loss ratio there
@@ -137,7 +141,11 @@ FULL_MARGIN = 0.9
 SHORTEN = 4.0
 # Exploring stops at a sure failure whose forwarded rate puts the edge
 # within NEAR_SURE resolutions under it.
-NEAR_SURE = 1.3
+NEAR_SURE = 1.45
+# A short failure is sure when it lost SURE_LOSS x what a full-length
+# trial may lose, not just 1x: the capacity's jitter between trials
+# moves a near-edge trial's loss by several per cent.
+SURE_LOSS = 1.15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,10 +254,11 @@ class _Run:
     def sure(self, t: Trial) -> bool:
         """Whether a failure proves a full-length trial at its rate fails:
         it is one, or it lost more frames than a full-length trial may
-        lose in all (which then loses them in its first seconds)."""
+        lose in all (which then loses them in its first seconds), by
+        SURE_LOSS."""
         final = self.cfg.trial_duration
         return t.duration >= final or t.lost > \
-            self.cfg.loss_tolerance * t.achieved_pps * final
+            SURE_LOSS * self.cfg.loss_tolerance * t.achieved_pps * final
 
     def sure_duration(self, t: Trial) -> float:
         """How long a trial at a short failure's rate must be to lose, at
@@ -511,7 +520,11 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
             # collapsing one passes, which proves the collapse.
             rate = low * (1 + FAIL_AIM * res)
             if rate >= top * (1 - res):
-                return pass_close, True
+                # The failure is next to the edge: a pass just under the
+                # edge (if a noisy trial failed under it, a pass as low
+                # as closes the bracket would land a resolution under).
+                return max(pass_close, min(low * (1 - PASS_MARGIN * res),
+                                           top * (1 - res / 8))), True
             return rate, None
         # Fail again, as high as the steepest drop expected needs: the
         # second point of the secants.
