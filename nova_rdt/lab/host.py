@@ -208,6 +208,8 @@ class Lab:
         self._timed("libvirtd", self.libvirt.start, self.ns)
         self._say(f"libvirtd up ({self.libvirt.domain_type} guests) "
                   f"in {self.timings['libvirtd']:.1f}s")
+        for forced in self.libvirt.forced:
+            self._say(f"this machine forces: {forced}")
 
     def restart_libvirt(self) -> None:
         self._timed("libvirtd restart", self.libvirt.restart, self.ns)
@@ -255,8 +257,13 @@ class Lab:
         self.timings[f"vnf{len(self.vnfs) - 1}"] = time.monotonic() - t0
         return port, vnf
 
-    def start(self, traffic_ports: int = 0, vnf: bool = False) -> Lab:
+    def start(self, traffic_ports: int = 0, vnf: bool = False,
+              linux_image=None) -> Lab:
         """Every step this lab was made with.
+
+        ``linux_image``: the guest image Linux guests will boot; how they
+        run here is decided before libvirtd starts
+        (:meth:`.Libvirt.prepare_for_linux`).
 
         On failure everything started so far is stopped, the logs are
         kept in ``failure_log_dir`` and a :class:`LabError` names the
@@ -265,6 +272,10 @@ class Lab:
         steps = [("mounting resctrl", self.start_resctrl),
                  ("building the mount namespace", self.start_namespace)]
         if self.libvirt:
+            if linux_image is not None:
+                steps.append(("deciding how Linux guests run",
+                              lambda: self.libvirt.prepare_for_linux(
+                                  linux_image)))
             steps.append(("starting libvirtd", self.start_libvirt))
         if self.ovs:
             steps.append(("starting OVS-DPDK", self.start_ovs))

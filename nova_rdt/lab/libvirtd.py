@@ -196,10 +196,38 @@ class Libvirt:
                 self._linux_accel = guest_boot.detect_accel(image)
         return self._linux_accel
 
+    def prepare_for_linux(self, image=None):
+        """Decide, before libvirtd starts, how Linux guests run here, and
+        return :meth:`linux_accel`'s decision.
+
+        Where /dev/kvm answers but its KVM cannot boot a Linux kernel
+        (this machine kind's PVM), kvm domains get the TCG wrapper
+        (:meth:`use_tcg_for_kvm`): they stay kvm, so libvirt takes
+        Nova's ``<cachetune>`` and makes the groups itself.  Where KVM
+        boots Linux nothing changes; with no KVM at all, domains are
+        qemu-typed and libvirt refuses RDT elements (said, not hidden)."""
+        decision = self.linux_accel(image)
+        if (decision.accel == "tcg" and self.domain_type == "kvm"
+                and not self.tcg_for_kvm):
+            self.use_tcg_for_kvm(decision.reason)
+        return decision
+
     @property
     def linux_domain_type(self) -> str:
-        """``<domain type>`` for Linux guests: kvm or qemu (TCG)."""
+        """``<domain type>`` for Linux guests: kvm (KVM, or TCG under a
+        kvm domain) or qemu (TCG, no KVM here)."""
+        if self.tcg_for_kvm:
+            return "kvm"
         return self.linux_accel().domain_type
+
+    @property
+    def forced(self) -> list[str]:
+        """What this machine makes the lab's libvirt do, "what: why"."""
+        if not self.tcg_for_kvm:
+            return []
+        return [f"kvm domains run QEMU's TCG (nova_rdt.lab.tcg_qemu, first "
+                f"on libvirtd's PATH; libvirt still takes <cachetune> and "
+                f"makes the groups): {self.tcg_for_kvm}"]
 
     @property
     def socket(self) -> str:

@@ -167,44 +167,50 @@ def test_the_domains_were_novas_on_vhost_user(run):
 
 
 def test_rdt_on_had_libvirts_groups_and_their_counters_moved(run):
-    _res, summary, out, _tail, _e = run
-    by_lab = summary["facts"]["rdt_applied_by_lab"]
-    if summary["accel"] == "kvm":
-        assert by_lab == {}            # libvirt itself made them
-        return
-    # Under TCG the lab made the groups libvirt would have, then the
-    # hook's reconnect recorded them and derived the PMD COS again.
-    assert set(by_lab) == {"rdt-iso-on-forwarding", "rdt-iso-on-noisy"}
-    for srv, v in by_lab.items():
+    res, summary, out, _tail, _e = run
+    facts = summary["facts"]
+    # kvm domains (KVM, or TCG under them where KVM cannot boot Linux):
+    # libvirt made every group, nothing was made in its place.
+    assert facts["domain_type"] == "kvm", facts
+    assert facts["rdt_not_applied"] == []
+    if summary["accel"] == "tcg":
+        assert any("kvm domains run QEMU's TCG" in f
+                   for f in facts["machine_forces"]), facts
+        assert "kvm domains run QEMU's TCG" in res.stdout
+    made = facts["libvirt_groups"]
+    assert set(made) == {"rdt-iso-on-forwarding", "rdt-iso-on-noisy"}
+    for srv, v in made.items():
         assert v["groups"] and all(re.fullmatch(
             r"qemu-\d+-instance-[0-9a-f]+-vcpus_[0-9,-]+", g)
             for g in v["groups"]), v
-        assert v["hook_record_group"] == v["groups"][0]
-        text = (out / "isolation" / "domains"
-                / f"{srv}.changes.txt").read_text()
-        assert "the lab applied the allocation libvirt would have made" \
-            in text
-    fwd = by_lab["rdt-iso-on-forwarding"]
-    pmd = dict(p.split("=") for p in fwd["pmd_l3_after_reconnect"].split(";"))
+        # The vCPU threads QEMU reports are the group's tasks.
+        assert sorted(v["tasks"][v["groups"][0]]) == sorted(v["vcpu_tids"])
+        dom = ET.parse(out / "isolation" / "domains" / f"{srv}.xml")
+        assert dom.getroot().get("type") == "kvm"
+        assert dom.getroot().find("cputune/cachetune") is not None
+    fwd = made["rdt-iso-on-forwarding"]
+    pmd = dict(p.split("=") for p in fwd["pmd_l3"].split(";"))
     shared = []
-    for cid, mask in fwd["l3"][fwd["groups"][0]]["L3"].items():
+    for cid, mask in fwd["schemata"][fwd["groups"][0]]["L3"].items():
         # The forwarding VM shares the PMDs' COS where the PMD cores are;
         # elsewhere the PMD COS holds the host's ways, none of the VM's.
         overlap = int(pmd[cid], 16) & int(mask, 16)
         assert overlap in (0, int(mask, 16)), (cid, pmd, mask)
         if overlap:
             shared.append(cid)
-    # Shared only where the VM has ways on the PMD cores' cache id: the
-    # lab's PMD core and the VM's cell need not be on one socket (then
-    # nothing is shared, and the PMD COS holds the host's ways).
     assert all(int(pmd[c], 16) for c in pmd), pmd
+    noisy = made["rdt-iso-on-noisy"]
+    for cid, mask in noisy["schemata"][noisy["groups"][0]]["L3"].items():
+        fmask = fwd["schemata"][fwd["groups"][0]]["L3"].get(cid, "0x0")
+        assert int(mask, 16) & int(fmask, 16) == 0, (cid, mask, fmask)
+    html = (out / "report.html").read_text()
+    assert 'id="libvirt-groups"' in html
     counters = {(c["rdt"], c["neighbour"]): c["neighbour_load"]["counters"]
                 for c in summary["conditions"]}
     assert counters[("off", "idle")]["rdt_group"] is None
     assert counters[("off", "busy")]["rdt_group"] is None
     idle, busy = counters[("on", "idle")], counters[("on", "busy")]
-    assert idle["rdt_group"] == busy["rdt_group"] == \
-        by_lab["rdt-iso-on-noisy"]["groups"][0]
+    assert idle["rdt_group"] == busy["rdt_group"] == noisy["groups"][0]
     # The onp profile counts occupancy (CMT) but not bandwidth.
     key = ("mbm_total_bytes_per_s"
            if busy["mbm_total_bytes_per_s"] is not None

@@ -56,8 +56,12 @@ def _summary(tmp_path, figures=True):
         "rdt": "emulated", "seconds": 12.5, "log_file": "/tmp/x/lab.log",
         "facts": {"accel_reason": "PVM <hang>",
                   "traffic_path": "netns -> VM -> netns",
-                  "rdt_applied_by_lab": {"noisy": {
-                      "groups": ["g<1>"], "message": "made <g1>"}}},
+                  "machine_forces": ["kvm domains run <TCG>"],
+                  "libvirt_groups": {"noisy": {
+                      "groups": ["g<1>"], "vcpu_tids": [41, 42],
+                      "schemata": {"g<1>": {"L3": {"0": "0x30"},
+                                            "MB": {"0": 50}}},
+                      "tasks": {"g<1>": [41, 42]}}}},
         "notes": ["no hardware enforces <CAT>"],
         "conditions": conds, "tables": iso_tables.build(conds),
         "verdicts": [
@@ -88,7 +92,9 @@ def test_every_section_escaped(tmp_path):
     assert "1,234,567 / 1,234,560" in html
     assert "g&lt;1&gt;, MBM 190.5 MB/s, LLC 2.00 MiB" in html
     assert "no resctrl group" in html
-    assert "noisy: made &lt;g1&gt;" in html
+    assert "<td>noisy</td><td>g&lt;1&gt;</td><td>L3:0=0x30 MB:0=50 </td>" \
+        "<td>41, 42</td><td>41, 42</td>" in html
+    assert "<li>kvm domains run &lt;TCG&gt;</li>" in html
     assert "[reported, not enforced]" in html
     assert "rx &lt;ok&gt;" in html
     assert "Left behind: nothing" in html

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import pytest
 
 from nova_rdt import naming
-from nova_rdt.lab.isolation import libvirt_alloc
+from tests import libvirt_model as libvirt_alloc
 
 HOSTNAME = set(string.ascii_letters + string.digits + "-.")
 UUID = "6f1a3c86-5b1e-4c55-9a3a-1b2c3d4e5f60"

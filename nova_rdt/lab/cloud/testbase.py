@@ -160,11 +160,15 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
     ADMIN_API = True
     microversion = "latest"
 
-    #: Make the resctrl groups libvirt makes when a domain starts, with
-    #: libvirt's own allocator (a port of virresctrl.c,
-    #: :mod:`nova_rdt.lab.isolation.libvirt_alloc`), and remove them when
-    #: it stops: fakelibvirt knows nothing of resctrl.
-    RDT_LIBVIRT_ALLOCATES = True
+    #: What makes the resctrl groups libvirt makes when a domain starts,
+    #: and removes them when it stops, since fakelibvirt knows nothing of
+    #: resctrl: a module or object with ``allocate(fs, domain_id, name,
+    #: xml)`` (raising its ``Refused`` with libvirt's message) and
+    #: ``remove(fs, name)``.  The Nova tests give theirs
+    #: (``tests/libvirt_model.py``, a double held equal to the real
+    #: libvirtd); None (the labs, whose real libvirtd makes the groups):
+    #: nothing is made in libvirt's place.
+    RDT_LIBVIRT_ALLOCATOR = None
 
     def setUp(self):
         # Registered before Nova's own set-up so that they run after its
@@ -215,7 +219,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
         orig_running = conn_cls._mark_running
         orig_stopped = conn_cls._mark_not_running
         hosts, captured = self._rdt_hosts, self._captured
-        allocates = self.RDT_LIBVIRT_ALLOCATES
+        allocator = self.RDT_LIBVIRT_ALLOCATOR
 
         def latest_xml(hostname, uuid):
             for c in reversed(captured):
@@ -239,7 +243,7 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
             # libvirt makes a domain's resctrl groups before its vCPUs
             # run, and refuses the start when it cannot.
             host = hosts.get(conn.hostname)
-            if allocates and host is not None and isinstance(
+            if allocator and host is not None and isinstance(
                     host.emulator, emu_mount.Emulator):
                 if hasattr(dom, "_def"):
                     xml = latest_xml(conn.hostname, dom.UUIDString())
@@ -250,14 +254,22 @@ class RdtServersTestBase(libvirt_base.ServersTestBase):
                                 if c.hostname == conn.hostname), None)
                 if xml is not None:
                     name = etree.fromstring(xml.encode()).findtext("name")
-                    libvirt_allocate(host, conn._id_counter, name, xml)
+                    try:
+                        allocator.allocate(_resctrl_of(host),
+                                           conn._id_counter, name, xml)
+                    except allocator.Refused as e:
+                        raise fakelibvirt.make_libvirtError(
+                            fakelibvirt.libvirtError, str(e),
+                            error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
+                            error_domain=fakelibvirt.VIR_FROM_DOMAIN) \
+                            from None
             return orig_running(conn, dom)
 
         def _mark_not_running(conn, dom):
             host = hosts.get(conn.hostname)
-            if allocates and host is not None and isinstance(
+            if allocator and host is not None and isinstance(
                     host.emulator, emu_mount.Emulator):
-                libvirt_remove(host, dom.name())
+                allocator.remove(_resctrl_of(host), dom.name())
             return orig_stopped(conn, dom)
 
         def getCapabilities(conn):
@@ -435,62 +447,6 @@ def _resctrl_of(host: RdtHost):
     from nova_rdt.resctrl.groups import Resctrl
 
     return Resctrl(host.resctrl_root, sysfs_cpu=host.sysfs_cpu_root)
-
-
-def libvirt_allocate(host: RdtHost, domain_id: int, name: str,
-                     xml: str) -> None:
-    """What libvirt's virResctrlAllocCreate does for a starting domain:
-    its allocator's choice of ways for each ``<cachetune>``/``<memorytune>``
-    and the groups made with it (no vCPU tasks: fakelibvirt runs no
-    threads).  Raises libvirtError with libvirt's message when it would."""
-    from nova_rdt.lab.isolation import libvirt_alloc as alloc_mod
-    from nova_rdt.lab.isolation import libvirt_tune
-    from nova_rdt.resctrl import errors
-    from nova_rdt.resctrl.groups import Group
-
-    dom = etree.fromstring(xml.encode())
-    tunes = alloc_mod.parse_tunes(
-        etree.tostring(e) for e in dom.findall("cputune/cachetune")
-        + dom.findall("cputune/memorytune"))
-    if not tunes:
-        return
-    fs = _resctrl_of(host)
-    made: list = []
-    try:
-        with fs.locked():
-            allocs = alloc_mod.plan_all(
-                tunes, libvirt_tune.read_state(fs), domain_id, name)
-            for a in allocs:
-                if a.group is not None:
-                    g = Group(fs, a.group)
-                    libvirt_tune._mkdir(fs, g)
-                    made.append(g)
-                    fs.write_schemata(g, a.schemata, allow_libvirt=True)
-                for m in a.monitors:
-                    if m.name is not None:
-                        mg = Group(fs, m.name, m.parent)
-                        libvirt_tune._mkdir(fs, mg)
-                        made.append(mg)
-    except (alloc_mod.TuneError, errors.ResctrlError) as e:
-        libvirt_tune._undo(fs, made)
-        raise fakelibvirt.make_libvirtError(
-            fakelibvirt.libvirtError, str(e),
-            error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
-            error_domain=fakelibvirt.VIR_FROM_DOMAIN) from None
-
-
-def libvirt_remove(host: RdtHost, name: str) -> None:
-    """virResctrlAllocRemove: the stopped domain's groups go."""
-    from nova_rdt import naming
-
-    fs = _resctrl_of(host)
-    with fs.locked():
-        for g in fs.groups(with_mon=True):
-            if naming.is_libvirt_group_of(g.name, name):
-                try:
-                    fs.ops.rmdir(g.path)
-                except FileNotFoundError:
-                    pass
 
 
 def with_rdt_metadata(xml: str, defined: str) -> str:

@@ -13,11 +13,13 @@ What changes here, and only this:
   (``numatune``) are mapped onto this machine's CPUs and nodes, so that
   the pinning Nova chose stays a pinning, onto CPUs that exist;
 * console logs go to a file the lab reads the guest's ready line from;
-* under TCG only (``domain type='qemu'``): ``<cachetune>`` and
-  ``<memorytune>`` are taken out, because libvirt refuses them for
-  non-KVM domains ("cachetune is only supported for KVM domains"); the
-  caller is told what they were (:attr:`Realized.dropped_tune`) and
-  makes the group libvirt would have made (:mod:`.libvirt_tune`).
+* only where this machine has no KVM at all (``domain type='qemu'``):
+  ``<cachetune>`` and ``<memorytune>`` are taken out, because libvirt
+  refuses them for non-KVM domains ("cachetune is only supported for
+  KVM domains"); the caller is told what they were
+  (:attr:`Realized.dropped_tune`) and says so.  Where KVM answers but
+  cannot boot Linux, the domain stays kvm and its QEMU runs TCG
+  (:mod:`nova_rdt.lab.tcg_qemu`): libvirt makes the groups itself.
 
 Everything else Nova wrote stays: the domain type, vCPUs, the guest NUMA
 cells, memory backing (file-backed, shared: vhost-user needs it), the
@@ -71,7 +73,7 @@ class Realized:
     vhostuser_sockets: tuple[str, ...]
     #: What was changed, one line each (for the report).
     changes: tuple[str, ...]
-    #: The RDT elements taken out for a TCG domain (XML strings).
+    #: The RDT elements taken out of a qemu-typed domain (XML strings).
     dropped_tune: tuple[str, ...] = ()
 
 
@@ -124,8 +126,8 @@ def for_real_libvirt(nova_xml: str, kernel: str, initrd: str,
                 dropped.append(etree.tostring(el, encoding="unicode"))
                 cputune.remove(el)
                 changes.append(f"dropped <{el.tag} vcpus='{el.get('vcpus')}'>"
-                               f": libvirt allows it for KVM domains only "
-                               f"(the lab applies it in libvirt's stead)")
+                               f": libvirt allows it for KVM domains only, "
+                               f"and this machine has no KVM")
     sockets = tuple(
         src.get("path") for src in devices.iterfind(
             "interface[@type='vhostuser']/source"))

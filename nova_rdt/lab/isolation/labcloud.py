@@ -9,12 +9,14 @@ started by the lab's real libvirtd (:mod:`.domain` says what changes).
 Traffic: generator netns -> p0 -> vhost-user -> guest forwarder ->
 vhost-user -> p1 -> receiver (and back the other way).
 
-Under TCG libvirt refuses the ``<cachetune>``/``<memorytune>`` Nova
-wrote; the lab then makes the group libvirt would have made
-(:mod:`.libvirt_tune`) while the domain is still paused.  The servers'
-group counters come from nova-rdt's exporter, run on the lab's resctrl
-mount from the first reading of a server with a group
-(:meth:`delete_all` stops it).
+The domains stay Nova's ``type='kvm'``, ``<cachetune>`` and all, so
+libvirt itself allocates, makes each group and moves the vCPU threads
+into it; where this machine's KVM cannot boot Linux, its QEMU runs TCG
+under the kvm domain (:mod:`nova_rdt.lab.tcg_qemu`).  Each group libvirt
+made is read back after the start (:attr:`LabIsolationCloud.
+libvirt_groups`).  The servers' group counters come from nova-rdt's
+exporter, run on the lab's resctrl mount from the first reading of a
+server with a group (:meth:`delete_all` stops it).
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ from nova_rdt.lab.demo.stages import exporter as exporter_stage
 from nova_rdt.lab.guest import boot as guest_boot
 from nova_rdt.lab.isolation import domain as domain_mod
 from nova_rdt.lab.isolation import group_counters
-from nova_rdt.lab.isolation import libvirt_alloc
-from nova_rdt.lab.isolation import libvirt_tune
 from nova_rdt.lab.ovsdpdk import BRIDGE
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.rfc2544 import engine
@@ -123,12 +123,13 @@ class LabIsolationCloud:
         self.flavors: list[str] = []
         self.forwarder = "unknown"
         self.trials: list[dict] = []
-        #: Servers whose RDT elements were applied by nobody (TCG).
+        #: Servers whose RDT elements libvirt refused (no KVM at all).
         self.rdt_not_applied: list[str] = []
-        #: Server id -> the groups the lab made in libvirt's stead.
-        self.tuned: dict[str, libvirt_tune.Applied] = {}
-        #: What the lab applied for libvirt, per server name (the report).
-        self.rdt_by_lab: dict[str, dict] = {}
+        #: Server id -> the resctrl groups libvirt made for its domain.
+        self.groups: dict[str, list[str]] = {}
+        #: Server name -> what libvirt made: groups, their schemata and
+        #: tasks, the domain's vCPU threads (the report).
+        self.libvirt_groups: dict[str, dict] = {}
         self.exporter: exporter_stage.Exporter | None = None
         self.exporter_error: str | None = None
         os.makedirs(os.path.join(out_dir, "domains"), exist_ok=True)
@@ -139,8 +140,10 @@ class LabIsolationCloud:
         return {"accel": self.accel.accel, "accel_reason": self.accel.reason,
                 "forwarder": self.forwarder,
                 "rdt": "emulated" if self.lab.emulated else "real",
+                "domain_type": self.lab.libvirt.linux_domain_type,
+                "machine_forces": list(self.lab.libvirt.forced),
                 "rdt_not_applied": list(self.rdt_not_applied),
-                "rdt_applied_by_lab": dict(self.rdt_by_lab),
+                "libvirt_groups": dict(self.libvirt_groups),
                 "traffic_path": "generator netns -> OVS-DPDK p0 -> "
                                 "vhost-user -> guest forwarder -> "
                                 "vhost-user -> OVS-DPDK p1 -> receiver"}
@@ -235,18 +238,19 @@ class LabIsolationCloud:
         libvirt = self.lab.libvirt
         libvirt.define(real.xml)
         srv.domain = real.name
-        # With RDT elements to stand in for, the vCPUs wait for their
-        # group (see libvirt_tune's module doc for the order).
-        libvirt.start_domain(real.name, paused=bool(real.dropped_tune))
+        libvirt.start_domain(real.name, paused=False)
         socks = ", ".join(map(os.path.basename, real.vhostuser_sockets))
         self.say(f"  {srv.name}: libvirt started {real.name} "
-                 f"({self.accel.domain_type}) from Nova's XML"
-                 + (f", vhost-user {socks}" if socks else "")
-                 + (", paused until its resctrl group is made"
-                    if real.dropped_tune else ""))
+                 f"({libvirt.linux_domain_type}, {self.accel.accel}) from "
+                 f"Nova's XML"
+                 + (f", vhost-user {socks}" if socks else ""))
         if real.dropped_tune:
-            self._tune_for_libvirt(srv, real, ddir)
-            libvirt.virsh("resume", real.name)
+            self.rdt_not_applied.append(srv.name)
+            self.say(f"  {srv.name}: no resctrl group: "
+                     + "; ".join(c for c in real.changes if "dropped <" in c
+                                 and "tune" in c))
+        else:
+            self._read_groups(srv)
         with open(os.path.join(ddir, f"{srv.name}.xml"), "w") as f:
             f.write(libvirt.dumpxml(real.name))
         srv.ready_line = self._wait_ready(srv, log)
@@ -260,45 +264,36 @@ class LabIsolationCloud:
         return Resctrl(self.lab.resctrl_root,
                        sysfs_cpu=self.lab.sysfs_cpu_root)
 
-    def _tune_for_libvirt(self, srv: _Server, real: domain_mod.Realized,
-                          ddir: str) -> None:
-        """What libvirt does for a KVM domain's RDT elements, done by the
-        lab for this TCG one; then the hook's reconnect, so that its
-        record names the group and the PMD COS is derived again."""
-        libvirt = self.lab.libvirt
-        try:
-            tunes = libvirt_alloc.parse_tunes(real.dropped_tune)
-            domid = int(libvirt.virsh("domid", real.name).strip())
-            tids = libvirt_tune.query_vcpu_threads(libvirt, real.name)
-            applied = libvirt_tune.create(self._resctrl(), real.name, domid,
-                                          tunes, tids)
-        except (libvirt_alloc.TuneError, libvirt_tune.StandInError,
-                ValueError) as e:
-            # libvirt would have refused to start the domain: so does
-            # the lab (delete() destroys it).
-            raise LabCloudError(f"{srv.name}: {e}") from e
-        self.tuned[srv.id] = applied
-        msg = applied.message()
-        self.say(f"  {srv.name}: {msg}")
-        with open(os.path.join(ddir, f"{srv.name}.changes.txt"), "a") as f:
-            f.write(msg + "\n")
-        try:
-            rec = libvirt_tune.replay_reconnect(
-                self.lab, real.name, real.uuid, libvirt.dumpxml(real.name),
-                applied.groups)
-        except libvirt_tune.StandInError as e:
-            raise LabCloudError(f"{srv.name}: {e}") from e
-        pmd = self._pmd_l3() if rec.pmd_share else None
-        self.rdt_by_lab[srv.name] = {
-            "groups": applied.groups, "made": list(applied.made),
-            "l3": {a.group: {res: {str(c): f"{m:#x}" for c, m in d.items()}
-                             for res, d in a.granted.items()}
-                   for a in applied.allocations},
-            "hook_record_group": rec.group, "pmd_share": rec.pmd_share,
-            "pmd_l3_after_reconnect": pmd, "message": msg}
-        self.say(f"  {srv.name}: nova-rdt hook (reconnect): record names "
-                 f"{rec.group}"
-                 + (f"; PMD COS derived again: L3 {pmd}" if pmd else ""))
+    def _read_groups(self, srv: _Server) -> None:
+        """The groups libvirt made for the domain it just started (none
+        for a flavor without rdt: keys), with their masks and tasks."""
+        fs = self._resctrl()
+        groups = [g for g in fs.groups(with_mon=False)
+                  if naming.is_libvirt_group_of(g.name, srv.domain)]
+        if not groups:
+            return
+        tids = sorted(self.lab.libvirt.vcpu_tids(srv.domain).values())
+        doc = {"groups": [g.name for g in groups], "vcpu_tids": tids,
+               "schemata": {}, "tasks": {}}
+        for g in groups:
+            sch = g.schemata()
+            doc["schemata"][g.name] = {
+                res: {str(c): (f"{m:#x}" if res.startswith("L") else m)
+                      for c, m in sorted(sch.domains(res).items())}
+                for res in sch.resources()}
+            doc["tasks"][g.name] = sorted(g.tasks())
+        pmd = self._pmd_l3()
+        if pmd:
+            doc["pmd_l3"] = pmd
+        self.groups[srv.id] = doc["groups"]
+        self.libvirt_groups[srv.name] = doc
+        self.say(f"  {srv.name}: libvirt made "
+                 + ", ".join(f"{name} ("
+                             + "; ".join(f"{res} " + ";".join(
+                                 f"{c}={m}" for c, m in d.items())
+                                 for res, d in doc["schemata"][name].items())
+                             + f", tasks {doc['tasks'][name]})"
+                             for name in doc["groups"]))
 
     def _pmd_l3(self) -> str | None:
         """The PMD group's L3 line, as the hook left it."""
@@ -373,11 +368,7 @@ class LabIsolationCloud:
         if srv.domain:
             self.lab.libvirt.virsh("destroy", srv.domain, check=False)
             self.lab.libvirt.virsh("undefine", srv.domain, check=False)
-        applied = self.tuned.pop(server_id, None)
-        if applied is not None:
-            # libvirt removes a stopped domain's groups
-            # (virResctrlAllocRemove): so does the lab, for its own.
-            libvirt_tune.remove(self._resctrl(), applied)
+        self.groups.pop(server_id, None)
         try:
             self.nova.api.delete_server(server_id)
         except api_client.OpenStackApiNotFoundException:
@@ -464,8 +455,8 @@ class LabIsolationCloud:
     def _counters(self, server_id: str) -> dict:
         """The server's group counters from the exporter's /metrics
         (None-valued without a group: the flavor had no rdt: keys)."""
-        applied = self.tuned.get(server_id)
-        if applied is None or not applied.groups:
+        groups = self.groups.get(server_id)
+        if not groups:
             return group_counters.none_values()
         # The counters are a report, not a check: an exporter that fails
         # is said, and the measurement goes on without them.
@@ -487,12 +478,12 @@ class LabIsolationCloud:
                 self.say(f"  nova-rdt exporter on {url} (the servers' group "
                          f"counters)")
             return group_counters.of_group(
-                group_counters.scrape(self.exporter.url), applied.groups[0])
+                group_counters.scrape(self.exporter.url), groups[0])
         except (exporter_stage.ExporterError,
                 group_counters.CountersError) as e:
-            self.say(f"  group counters of {applied.groups[0]} not read: {e}")
+            self.say(f"  group counters of {groups[0]} not read: {e}")
             return {**group_counters.none_values(),
-                    "rdt_group": applied.groups[0],
+                    "rdt_group": groups[0],
                     "counters_error": str(e)}
 
     def measure(self, forwarding_id: str, frame_sizes: list[int],

@@ -96,7 +96,8 @@ def render(out_dir: str, summary: dict) -> str:
         table_3_3=tables.get("table_3_3") or [],
         conditions=iso_tables.CONDITION_ORDER,
         rows=condition_rows(summary), images=images, figures_missing=missing,
-        by_lab=facts.get("rdt_applied_by_lab") or {},
+        libvirt_groups=facts.get("libvirt_groups") or {},
+        machine_forces=facts.get("machine_forces") or [],
         verdicts=summary.get("verdicts") or [],
         held=held(summary.get("verdicts") or []))
     path = os.path.abspath(os.path.join(out_dir, "report.html"))

@@ -66,9 +66,14 @@ def settings_for(short: bool) -> procedure.Settings:
 def nova_flags(lab: Lab, accel: guest_boot.AccelDecision,
                numa_nodes: int) -> dict:
     """The Nova options of the isolation cloud (group -> options)."""
-    libvirt = {"virt_type": accel.domain_type,
+    libvirt = {"virt_type": lab.libvirt.linux_domain_type,
                "file_backed_memory": FILE_BACKED_MEMORY_MB}
-    if accel.accel == "tcg":
+    if lab.libvirt.tcg_for_kvm:
+        # No <cpu>: the lab's QEMU gives TCG guests -cpu max (SSE4.2 for
+        # testpmd); a named model would be checked against this host's
+        # CPU, which KVM domains are.
+        libvirt.update(cpu_mode="none")
+    elif accel.accel == "tcg":
         libvirt.update(cpu_mode="custom", cpu_models=[TCG_CPU_MODEL])
     return {
         "DEFAULT": {"ram_allocation_ratio": 1.0,
@@ -179,7 +184,7 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             f"neighbour{' (short)' if short else ''}")
         run.stage("Host")
         img = guest_image.load()
-        lab.start(traffic_ports=2)
+        lab.start(traffic_ports=2, linux_image=img)
         kind = ("EMULATED " + scenario.profile if lab.emulated
                 else "REAL")
         say(f"resctrl: {kind}"
@@ -187,7 +192,7 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             f"{sorted(t.core for t in lab.ovs.pmd_threads())}")
         accel = lab.libvirt.linux_accel(img)
         say(f"guests: {accel.accel.upper()} (domain type "
-            f"'{accel.domain_type}'): {accel.reason}")
+            f"'{lab.libvirt.linux_domain_type}'): {accel.reason}")
         hostmap = host_map(lab)
         settings = settings_for(short)
 
@@ -197,7 +202,8 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
             nova.start_lab_computes()
             images = guest_images(nova, img, settings, accel)
             say(f"compute {lab_cloud.RDT_COMPUTE}: LibvirtRDTDriver, "
-                f"virt_type={accel.domain_type}, file-backed shared "
+                f"virt_type={lab.libvirt.linux_domain_type}, file-backed "
+                f"shared "
                 f"memory; os-vif plugs into the lab's ovsdb")
             cloud = labcloud.LabIsolationCloud(
                 nova, lab, img, accel, images, iso_dir, say, hostmap)
@@ -221,15 +227,24 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         summary["csv"] = iso_tables.write_csv(result["tables"], iso_dir)
         summary["figures"] = _figures(summary, iso_dir, say)
         say(iso_tables.render_text(result["tables"]))
-        by_lab = result.get("facts", {}).get("rdt_applied_by_lab") or {}
-        if by_lab:
+        facts = result.get("facts", {})
+        made = facts.get("libvirt_groups") or {}
+        if made:
             summary.setdefault("notes", []).append(
-                "TCG: libvirt takes <cachetune> for KVM domains only; the "
-                "lab applied the allocations libvirt would have made ("
-                + "; ".join(f"{srv}: group {', '.join(v['groups'])}"
-                            for srv, v in sorted(by_lab.items()))
-                + ") and replayed the nova-rdt hook's reconnect, so the "
-                "hook recorded the groups and derived the PMD COS again.")
+                "Every resctrl group was made by libvirt from Nova's "
+                "<cachetune>/<memorytune> ("
+                + "; ".join(f"{srv}: {', '.join(v['groups'])}"
+                            for srv, v in sorted(made.items()))
+                + "), with the domain's vCPU threads in its tasks.")
+        for forced in facts.get("machine_forces") or []:
+            summary.setdefault("notes", []).append(
+                "This machine forces: " + forced)
+        if facts.get("rdt_not_applied"):
+            summary.setdefault("notes", []).append(
+                "libvirt refused the RDT elements of "
+                + ", ".join(facts["rdt_not_applied"])
+                + ": it takes them for KVM domains only, and this machine "
+                  "has no KVM.")
         for note in summary.get("notes", []):
             say("NOTE: " + note)
         # The report reads the final summary (after the clean-up).

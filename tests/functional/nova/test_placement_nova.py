@@ -1,9 +1,10 @@
 """nova-rdt decides where every way goes, inside real Nova.
 
 fakelibvirt stands in for libvirtd; when a domain starts, the harness
-makes the resctrl groups libvirt would make, with libvirt's own
-allocator (``RDT_LIBVIRT_ALLOCATES``), so what libvirt picks and what
-nova-rdt decides can differ, as on a real host.  The emulated host is
+makes the resctrl groups libvirt would make, with a double of libvirt's
+own allocator (``RDT_LIBVIRT_ALLOCATOR``: tests/libvirt_model.py), so
+what libvirt picks and what nova-rdt decides can differ, as on a real
+host.  The emulated host is
 gold-6252 (11 ways on each of 2 cache ids; the host keeps ways 0-1).
 """
 
