@@ -271,11 +271,13 @@ def check_plan(host, reservations, classes, plan):
 
 # -- the brute force ------------------------------------------------------
 
-def _all_masks(rule, n, free) -> Iterator[int]:
+def _all_masks(rule, n, free, scattered=True) -> Iterator[int]:
     """Every mask of ``n`` ways within ``free`` the kernel accepts.  On a
     non-sparse resource those are the windows (cbm.check refuses any
-    other); on a sparse one, every combination of the free ways."""
-    if rule.sparse:
+    other); on a sparse one, every combination of the free ways, unless
+    not ``scattered``: an instance's group is libvirt's, which allocates
+    only contiguous runs."""
+    if rule.sparse and scattered:
         ways = [i for i in range(rule.cbm_len) if free >> i & 1]
         for combo in itertools.combinations(ways, n):
             yield sum(1 << i for i in combo)
@@ -320,7 +322,8 @@ def placeable(host, reservations, classes, plan, new):
             free = cbm.full_mask(rule.cbm_len) & ~held
             if not any(cache_ok(host, res, cid,
                                 others + [(x, n, sharer and on)])
-                       for x in _all_masks(rule, n, free)):
+                       for x in _all_masks(rule, n, free,
+                                           new.rdt_class is not None)):
                 return False
     return True
 
@@ -392,6 +395,6 @@ def _repack_cache(host, reservations, classes, plan, new, moving, res, cid,
         for mask, _k, _s in groups:
             held |= mask
         return any(go(i + 1, groups + [(x, k, sharer)])
-                   for x in _all_masks(rule, k, full & ~held))
+                   for x in _all_masks(rule, k, full & ~held, False))
 
     return go(0, list(fixed))

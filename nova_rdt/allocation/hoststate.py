@@ -87,9 +87,12 @@ class CacheIdState:
     pmd_want: Mapping[str, int] = dataclasses.field(default_factory=dict)
     movable: Mapping[str, tuple[int, ...]] = dataclasses.field(
         default_factory=dict)
-
-    def free_mask(self, kind: str) -> int:
-        return ~self.used[kind] & cbm.full_mask(self.cbm_len)
+    # (type, sharer) -> the most ways the compute's planner gives one new
+    # group here (nova_rdt.virt.placer.Placer.published), as published;
+    # None where the state was changed since (a multi-create's earlier
+    # instances laid on by the filter) and the room is worked out again.
+    solved: Mapping[tuple[str, bool], int] | None = dataclasses.field(
+        default=None, compare=False)
 
     def pmd_cover(self, kind: str) -> int:
         """The ways the PMD COS spans here (0 where the rule does not
@@ -104,6 +107,8 @@ class CacheIdState:
         planner's rules: anyone outside the PMD span, a PMD sharer
         (``rdt:pmd_share=true``) inside it or next to it; with the
         movable groups moved where that makes more."""
+        if self.solved is not None:
+            return self.solved[kind, sharer]
         still = self._room_in_place(kind, sharer)
         if not self.movable.get(kind):
             return still
@@ -174,8 +179,10 @@ class CacheIdState:
         cover = self.pmd_cover(kind)
         if self.sparse or not (sharer and want):
             # Under sparse masks the span is the wanted ways themselves,
-            # so a sharer has no more room than anyone else.
-            return _room(full & ~used & ~cover, self.min_ways, self.sparse)
+            # so a sharer has no more room than anyone else; and an
+            # instance takes one run there too (libvirt allocates only
+            # contiguous runs).
+            return _longest(full & ~used & ~cover)
         # A sharer: free ways and the holes of the span (ways no one
         # holds any more), within the run around the span that holds no
         # one else's ways.
@@ -254,22 +261,6 @@ def _longest(mask: int) -> int:
     return max((r.length for r in cbm.runs(mask)), default=0)
 
 
-def _room(free: int, min_ways: int, sparse: bool) -> int:
-    """The most ways of ``free`` one valid mask can hold.
-
-    Contiguous: the longest run.  Sparse: the kernel checks only the
-    lowest run against ``min_cbm_bits``, so the best mask starts at the
-    lowest run that long and takes every free way above it.
-    """
-    best = _longest(free)
-    if sparse:
-        low = max(min_ways, 1)
-        first = next((r for r in cbm.runs(free) if r.length >= low), None)
-        if first is not None:
-            best = max(best, cbm.popcount(free >> first.start))
-    return best
-
-
 @dataclasses.dataclass(frozen=True)
 class MbState:
     units: str                    # percent, MBps or 1/8GBps
@@ -287,6 +278,9 @@ class ClassState:
     l3_ways: int
     mb: int | None
     exists: bool                  # the class group is there already
+    # Whether the compute's planner gives a member placed now its group
+    # (None: not asked; the ways are then counted here).
+    can_make: bool | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,18 +337,32 @@ class HostRdtState:
                                    if c.cpus & cpus))
                 for cell, cpus in sorted(self.cells.items())}
 
-    def class_problem(self, c: ClassState) -> str | None:
+    def class_problem(self, c: ClassState, room: bool = True
+                      ) -> str | None:
         """Why class ``c``'s group could not be made now; None: it can.
 
         The rule of the agent that makes it (:mod:`nova_rdt.host.agent`):
-        ``max(l3_ways, min_cbm_bits)`` contiguous free ways on every cache
-        id and type, a CLOS, an RMID on a monitoring host, and an MB value
-        the kernel takes.
+        ``max(l3_ways, min_cbm_bits)`` free ways on every cache id and
+        type, a CLOS, an RMID on a monitoring host, and an MB value the
+        kernel takes.  Without ``room``, the ways and the CLOS are left
+        to the planner; where it answered (``c.can_make``), its answer
+        holds.
         """
-        if self.clos_free < 1:
-            return "no free CLOS to create its group"
         if self.mon_capable and self.rmids_free < 1:
             return "no free RMID to create its group"
+        mb = self.mb
+        if c.mb is not None and mb is not None \
+                and mb.units == caps_mod.UNITS_PERCENT \
+                and not mb.min <= c.mb <= (mb.max or 100):
+            return (f"mb={c.mb} is outside this host's MB range "
+                    f"{mb.min}-{mb.max or 100}")
+        if not room:
+            return None
+        if c.can_make is not None:
+            return None if c.can_make else \
+                "no room for its ways, or no free CLOS"
+        if self.clos_free < 1:
+            return "no free CLOS to create its group"
         for cid, cache in sorted(self.cache.items()):
             need = max(c.l3_ways, cache.min_ways)
             for kind in self.cache_types:
@@ -362,13 +370,20 @@ class HostRdtState:
                 if have < need:
                     return (f"needs {need} contiguous free ways on cache id "
                             f"{cid}, which has {have}")
-        mb = self.mb
-        if c.mb is not None and mb is not None \
-                and mb.units == caps_mod.UNITS_PERCENT \
-                and not mb.min <= c.mb <= (mb.max or 100):
-            return (f"mb={c.mb} is outside this host's MB range "
-                    f"{mb.min}-{mb.max or 100}")
         return None
+
+    def with_solved(self, rooms: Mapping[int, Mapping[tuple[str, bool],
+                                                        int]],
+                    made: Mapping[str, bool]) -> HostRdtState:
+        """This state with the planner's answers: room per cache id and
+        (type, sharer), and per class not made yet whether it can be."""
+        cache = {cid: dataclasses.replace(c, solved=dict(rooms[cid]))
+                 if cid in rooms else c for cid, c in self.cache.items()}
+        classes = self.classes
+        if classes is not None and made:
+            classes = {n: dataclasses.replace(c, can_make=made[n])
+                       if n in made else c for n, c in classes.items()}
+        return dataclasses.replace(self, cache=cache, classes=classes)
 
     def with_movable(self, masks: Mapping[int, Mapping[str, Sequence[int]]]
                      ) -> HostRdtState:
@@ -431,7 +446,8 @@ class HostRdtState:
                     w |= now
                 if w:
                     want[kind] = w
-            c = dataclasses.replace(c, used=used, pmd_want=want)
+            c = dataclasses.replace(c, used=used, pmd_want=want,
+                                    solved=None)
             if c.pmd:
                 c = dataclasses.replace(c, used={
                     k: m | c.pmd_cover(k) for k, m in used.items()})
@@ -464,7 +480,7 @@ class HostRdtState:
                     want[kind] = want.get(kind, 0) | mask
             c = dataclasses.replace(
                 c, used=used, pmd_want={k: m for k, m in want.items() if m},
-                movable=moves)
+                movable=moves, solved=None)
             if pmd_share and c.pmd:
                 # The PMD COS is written over its whole span: holes in it
                 # are the sharers' from now on, no one else's.
@@ -527,7 +543,7 @@ class HostRdtState:
         if self.classes is not None:
             # [name, ways, mb, exists, can be made]
             doc["cls"] = [[c.name, c.l3_ways, c.mb, int(c.exists),
-                           int(self.class_problem(c) is None)]
+                           int(c.exists or self.class_problem(c) is None)]
                           for c in sorted(self.classes.values(),
                                           key=lambda c: c.name)]
         return {STATS_KEY: json.dumps(doc, separators=(",", ":"))}
@@ -578,12 +594,19 @@ class HostRdtState:
                     movable={} if not moving else {
                         k: tuple(int(m, 16) for m in ms)
                         for k, ms in zip(kinds, moving, strict=True)
-                        if ms})
+                        if ms},
+                    # The room is the compute's answer, not worked out
+                    # again here.
+                    solved={(k, s): int(n) for s, col in ((False, 3),
+                                                          (True, 4))
+                            for k, n in zip(kinds, entry[col],
+                                            strict=True)}
+                    if version >= 3 else None)
             classes = None
             if "cls" in doc:
                 classes = {name: ClassState(name, int(ways), mb_,
-                                            bool(exists))
-                           for name, ways, mb_, exists, _ok in doc["cls"]}
+                                            bool(exists), bool(ok))
+                           for name, ways, mb_, exists, ok in doc["cls"]}
             total, free = doc["rmid"]
             return cls(
                 cache=cache, cdp=cdp, clos_free=int(doc["clos"]),

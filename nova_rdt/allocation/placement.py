@@ -351,7 +351,10 @@ def _candidates(cache: _Cache, st: _State, item: _Item) -> list[int]:
             scored.append((_score(cache, st, item, x, free), x))
     scored.sort()
     out = [x for _, x in scored]
-    if not out and r.sparse:
+    # An instance's group is libvirt's: it allocates from <cachetune>
+    # sizes and finds only contiguous free runs ("Not enough room"
+    # otherwise), so only nova-rdt's own class groups take scattered ways.
+    if not out and r.sparse and item.kind == "class":
         pick = _sparse_pick(free, n, r)
         if pick is not None and _conflict(cache, st, item, pick) is None:
             out.append(pick)
@@ -571,39 +574,12 @@ def _plan(host: Host, reservations: Mapping[str, Reservation],
     pmd: dict[str, dict[int, int]] = {}
     moved: set[str] = set()
     moved_classes: set[str] = set()
-    for res, rules in host.resources.items():
+    for res in host.resources:
         for cid in host.ids.get(res, ()):
-            on = host.pmd_ids is not None and cid in host.pmd_ids
-            cache = _Cache(
-                res, cid, rules,
-                blocked=(_mask(host.host_ways, res, cid) or 0)
-                | (_mask(host.foreign, res, cid) or 0),
-                base=(_mask(host.pmd_base, res, cid) or 0) if on else 0,
-                pmd=on)
-            try:
-                placed = _place_cache(cache, book, groups, new, prefer,
-                                      compaction)
-            except InvalidState:
-                raise
-            except NoPlacement:
-                # Class groups are nova-rdt's own best-effort groups, its
-                # to move (the runtime controller reshapes them too): one
-                # in the way of a demand -- case 2's class left next to the
-                # PMD base -- is placed again with it, and named in
-                # Plan.moved_classes.  Instances move only with compaction.
-                floating = {n: dataclasses.replace(
-                    g, masks=_without(g.masks, res, cid))
-                    for n, g in groups.items()
-                    if _mask(g.masks, res, cid) is not None}
-                if not floating:
-                    raise
-                placed = _place_cache(cache, book, {**groups, **floating},
-                                      new, prefer, compaction)
-                for (item, x), _was in placed.items():
-                    if item.kind != "instance" and item.name in floating \
-                            and x != _mask(groups[item.name].masks, res,
-                                           cid):
-                        moved_classes.add(item.name)
+            cache = _cache_of(host, res, cid)
+            placed, floated = _place_floating(cache, book, groups, new,
+                                              prefer, compaction)
+            moved_classes |= floated
             want = cache.base
             for (item, x), was in placed.items():
                 target = inst if item.kind == "instance" else cls
@@ -618,6 +594,93 @@ def _plan(host: Host, reservations: Mapping[str, Reservation],
                     _pmd_cover(cache, want) or fallback
     return Plan(inst, cls, pmd, tuple(sorted(moved)),
                 tuple(sorted(moved_classes)))
+
+
+def _cache_of(host: Host, res: str, cid: int) -> _Cache:
+    on = host.pmd_ids is not None and cid in host.pmd_ids
+    return _Cache(
+        res, cid, host.resources[res],
+        blocked=(_mask(host.host_ways, res, cid) or 0)
+        | (_mask(host.foreign, res, cid) or 0),
+        base=(_mask(host.pmd_base, res, cid) or 0) if on else 0,
+        pmd=on)
+
+
+def _place_floating(cache: _Cache, book: Mapping[str, Reservation],
+                    groups: Mapping[str, ClassGroup],
+                    new: Reservation | None, prefer: PerId | None,
+                    compaction: bool
+                    ) -> tuple[dict[tuple[_Item, int], int | None], set[str]]:
+    """:func:`_place_cache`, and when nothing fits, again with the class
+    groups free to move; the classes that moved.
+
+    Class groups are nova-rdt's own best-effort groups, its to move (the
+    runtime controller reshapes them too): one in the way of a demand --
+    case 2's class left next to the PMD base -- is placed again with it.
+    Instances move only with compaction.
+    """
+    res, cid = cache.res, cache.cid
+    try:
+        return _place_cache(cache, book, groups, new, prefer,
+                            compaction), set()
+    except InvalidState:
+        raise
+    except NoPlacement:
+        floating = {n: dataclasses.replace(
+            g, masks=_without(g.masks, res, cid))
+            for n, g in groups.items()
+            if _mask(g.masks, res, cid) is not None}
+        if not floating:
+            raise
+        placed = _place_cache(cache, book, {**groups, **floating}, new,
+                              prefer, compaction)
+    moved = {item.name for (item, x), _was in placed.items()
+             if item.kind != "instance" and item.name in floating
+             and x != _mask(groups[item.name].masks, res, cid)}
+    return placed, moved
+
+
+def room(host: Host, reservations: Mapping[str, Reservation],
+         classes: Mapping[str, ClassGroup], res: str, cid: int,
+         sharer: bool = False, compaction: bool = False) -> int:
+    """The most ways one new instance can get on ``res`` cache id
+    ``cid``: the largest demand :func:`place` accepts there, with the
+    same inputs, everything else (CLOS) aside.
+
+    The scheduler's question, answered by the planner itself: a demand
+    on several cache ids fits iff it fits on each, since every rule is
+    per (resource, cache id).  What fits in ``n`` ways fits in fewer, so
+    the answer is found by bisection.
+    """
+    in_use = {r.rdt_class for r in reservations.values() if r.rdt_class}
+    groups = {n: g for n, g in classes.items() if n in in_use}
+    cache = _cache_of(host, res, cid)
+
+    def fits(n: int) -> bool:
+        new = Reservation(ROOM_PROBE, {res: {cid: n}}, pmd_share=sharer)
+        book = {**reservations, ROOM_PROBE: new}
+        try:
+            _place_floating(cache, book, groups, new, None, compaction)
+        except InvalidState:
+            raise
+        except NoPlacement:
+            return False
+        return True
+
+    lo, hi = max(cache.rules.min_bits, 1), cache.rules.cbm_len
+    if not fits(lo):
+        return 0            # below min_bits nothing is valid anyway
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# The name of the demand :func:`room` asks about.
+ROOM_PROBE = "being scheduled"
 
 
 def _without(masks: PerId | None, res: str, cid: int) -> PerId | None:

@@ -156,8 +156,12 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
            cells: Sequence[GuestCell] | None,
            state: hoststate.HostRdtState,
            host_cells: Mapping[int, frozenset[int]],
-           monitor_default: bool) -> Demand:
-    """Turn a request into ways and MB per id for this host and placement."""
+           monitor_default: bool, check_class: bool = True) -> Demand:
+    """Turn a request into ways and MB per id for this host and placement.
+
+    ``check_class`` False: a class only has to be defined here; whether
+    its group can be made is the compute's planner's to say, with the
+    groups it may move (the compute's own claim)."""
     covered = request.vcpus or frozenset(range(vcpu_count))
     if not cells:
         cells = [GuestCell(0, frozenset(range(vcpu_count)))]
@@ -170,7 +174,8 @@ def demand(request: spec.RdtRequest, vcpu_count: int,
                                "(CMT) on the host")
         monitor = False
     if request.rdt_class is not None:
-        problem = class_problem(state, request.rdt_class)
+        problem = class_problem(state, request.rdt_class) if check_class \
+            else _undefined(state, request.rdt_class)
         if problem:
             raise CannotHonour(problem)
         # The class group (made by the hook) holds the vCPUs; a libvirt
@@ -252,6 +257,13 @@ def _decide(state: hoststate.HostRdtState, d: Demand, pmd_share: bool
 
 
 _RESOURCE_OF_KIND = naming.RESOURCE_OF_KIND
+
+
+def _undefined(state: hoststate.HostRdtState, name: str) -> str | None:
+    if state.classes is not None and name not in state.classes:
+        return (f"rdt:class={name} is not defined in [rdt] classes on this "
+                f"host")
+    return None
 
 
 def class_problem(state: hoststate.HostRdtState, name: str) -> str | None:
@@ -411,7 +423,7 @@ class HostSummary:
     """
 
     __slots__ = ("raw", "shape", "clos_free", "need_rmid", "cmt",
-                 "l3", "cells", "disjoint", "classes", "last")
+                 "l3", "cells", "disjoint", "classes", "last", "l3_cpus")
     raw: str
     shape: str                     # the hardware: the memo's key
     clos_free: int
@@ -421,6 +433,7 @@ class HostSummary:
                                    #  PMD want] per cache id
     cells: list[Any]               # [cell, cpus, cache indexes]
     disjoint: bool | None          # no cache id in two cells (lazy)
+    l3_cpus: list[frozenset[int]] | None   # CPUs per cache index (lazy)
     classes: list[Any] | None      # [name, ways, mb, exists, can make]
     last: tuple[int, int] | None   # (request key, verdict)
 
@@ -450,6 +463,7 @@ class HostSummary:
             self.cells = doc["cells"] or \
                 [[c[0], "", [i]] for i, c in enumerate(l3)]
             self.disjoint = None
+            self.l3_cpus = None
             self.classes = doc.get("cls")
             self.last = None
             return self
@@ -469,11 +483,16 @@ class HostSummary:
         return self.verdict(request, placement, memo, eligible) != self.NO
 
     def verdict(self, request: spec.RdtRequest, placement: Placement,
-                memo: dict[str, Any], eligible: Eligible = None) -> int:
+                memo: dict[str, Any], eligible: Eligible = None,
+                pinned_l3: Sequence[Sequence[int] | None] | None = None
+                ) -> int:
         """NO, SOME (only some host cell choices fit) or ALL.
 
         ``memo`` is per request: what depends only on the host's shape
         (way sizes, CDP, MB) is worked out once per distinct shape.
+        ``pinned_l3``: per guest node, the cache indexes Nova's pinning
+        gives it (see :meth:`pinned_indexes`); the answer is then for
+        that fit alone.
         """
         if request.monitor and not self.cmt:
             return self.NO
@@ -497,6 +516,11 @@ class HostSummary:
         asks, lens = plan
         # What a PMD sharer can get, or anyone else.
         col = 4 if request.pmd_share else 3
+        if pinned_l3 is not None:
+            # Nova pinned each guest node's vCPUs: only their pCPUs' cache
+            # ids count, as the compute's demand reads them.
+            return self.ALL if self._fits_indexes(
+                asks, pinned_l3, lens, col) else self.NO
         if placement.guest is None:
             return self.ALL if self._on(asks[0], range(len(lens)), lens,
                                         col) else self.NO
@@ -532,6 +556,42 @@ class HostSummary:
         if not any(results):
             return self.NO
         return self.ALL if all(results) else self.SOME
+
+    def pinned_indexes(self, pcpus: frozenset[int]) -> list[int]:
+        """The cache indexes whose CPUs hold any of ``pcpus``."""
+        cpus = self.l3_cpus
+        if cpus is None:
+            cpus = self.l3_cpus = [frozenset(caps_mod.parse_cpu_list(c[1]))
+                                   for c in self.l3]
+        return [i for i, c in enumerate(cpus) if c & pcpus]
+
+    def cell_indexes(self, cell: int) -> list[int]:
+        """The cache indexes of host cell ``cell`` (none: unknown)."""
+        return next((c[2] for c in self.cells if c[0] == cell), [])
+
+    @property
+    def several_per_cell(self) -> bool:
+        """Whether a host cell holds more than one cache id (AMD's NPS1
+        and NPS2): then which CPUs Nova pins matters."""
+        return any(len(c[2]) > 1 for c in self.cells)
+
+    def _fits_indexes(self, asks: Sequence[Any],
+                      per_node: Sequence[Sequence[int] | None],
+                      lens: Sequence[int], col: int) -> bool:
+        """Guest node i on cache indexes per_node[i]: ways summed per
+        cache index fit (two nodes on one L3 share one group)."""
+        sums: dict[tuple[int, int], int] = {}
+        for node_asks, indexes in zip(asks, per_node):
+            if node_asks is None or indexes is None:
+                continue
+            for ci in indexes:
+                per = node_asks[ci]
+                if per is None:
+                    return False
+                for ki, ways in enumerate(per):
+                    sums[ci, ki] = sums.get((ci, ki), 0) + ways
+        return all(ways <= self.l3[ci][col][ki] and ways < lens[ci]
+                   for (ci, ki), ways in sums.items())
 
     def _on(self, per_id: Sequence[tuple[int, ...] | None],
             indexes: Iterable[int], lens: Sequence[int], col: int) -> bool:

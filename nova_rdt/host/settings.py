@@ -88,6 +88,13 @@ class HookSettings:
                 f"[rdt] reserved_host_ways={self.reserved_host_ways} + "
                 f"pmd_shared_ways={self.pmd_shared_ways} leave no ways "
                 f"for instances on any cache (at most {MAX_WAYS} ways)")
+        if self.pmd_shared_ways and not self.pmd_cos:
+            # Host preparation would make the PMD group over those ways
+            # while the planner, with no PMD COS, hands them out.
+            raise SettingsError(
+                f"[rdt] pmd_shared_ways={self.pmd_shared_ways} needs [rdt] "
+                f"pmd_cos = true: the shared ways are the PMD COS's; set "
+                f"pmd_shared_ways = 0 to run without a PMD COS")
         self.parsed_classes()
 
     def parsed_classes(self) -> dict[str, rdtclass.RdtClass]:

@@ -154,7 +154,29 @@ class _Request:
 
     def nova_cells(self, host_state) -> planner.Eligible:
         """The host cell Nova's NUMA fit gives each guest node here, or
-        None when it finds none (NUMATopologyFilter refuses the host).
+        None when it finds none (NUMATopologyFilter refuses the host)."""
+        fit = self.nova_fit(host_state)
+        return None if fit is None else tuple(
+            frozenset({cell}) for cell, _pcpus in fit)
+
+    def pinned_l3(self, host_state, summary) -> tuple | None:
+        """Per guest node, the cache indexes the compute will use under
+        Nova's fit: its pinned pCPUs' (the covered vCPUs') where pinned,
+        else its host cell's.  None: Nova finds no fit."""
+        fit = self.nova_fit(host_state)
+        if fit is None:
+            return None
+        covered = self.req.vcpus
+        return tuple(
+            summary.pinned_indexes(frozenset(
+                p for v, p in pinning if not covered or v in covered))
+            if pinning else summary.cell_indexes(cell)
+            for cell, pinning in fit)
+
+    def nova_fit(self, host_state) -> tuple | None:
+        """Per guest node, (the host cell, its (vCPU, pCPU) pinning or
+        None) as Nova's NUMA fit gives them here; None when it finds
+        none.
 
         The compute claims with the same function, on the same host
         topology and the limits the scheduler hands it
@@ -204,7 +226,9 @@ class _Request:
                       exc_info=True)
             fitted = None
         cells = None if fitted is None else tuple(
-            frozenset({c.id}) for c in fitted.cells)
+            (c.id, tuple(sorted(c.cpu_pinning.items()))
+             if "cpu_pinning_raw" in c and c.cpu_pinning_raw else None)
+            for c in fitted.cells)
         if key is not None:
             if len(_NOVA_CELLS) >= _MAX_FITS:
                 _NOVA_CELLS.clear()
@@ -451,6 +475,15 @@ class RDTFilter(filters.BaseHostFilter):
             if eligible is not None:
                 verdict = summary.verdict(req, r.placement, r.memo,
                                           eligible)
+        if verdict != summary.ALL and r.pinned \
+                and host_state.numa_topology is not None \
+                and summary.several_per_cell:
+            # Several L3s in one host cell: a pinned guest node uses only
+            # its pCPUs' L3, and Nova's fit says which those are.
+            per_node = r.pinned_l3(host_state, summary)
+            verdict = summary.NO if per_node is None else \
+                summary.verdict(req, r.placement, r.memo,
+                                pinned_l3=per_node)
         if verdict == summary.SOME and r.placement.guest is not None \
                 and host_state.numa_topology is not None:
             # Still only some: Nova takes the first cell that fits in its

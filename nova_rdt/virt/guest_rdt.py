@@ -42,11 +42,13 @@ def demand(request: spec.RdtRequest | None, flavor_vcpus: int,
            monitor_default: bool) -> planner.Demand:
     """Plan an instance on ``state``: one place for every path (build,
     live-migration claim, destination XML).  No request means a
-    monitoring-only demand under ``[rdt] monitor_default``."""
+    monitoring-only demand under ``[rdt] monitor_default``.  Whether a
+    class's group can be made is the claim's to say (the planner, with
+    the groups it may move), not this live state's."""
     return planner.demand(
         request or spec.RdtRequest((spec.NodeRequest(),), None, None),
         flavor_vcpus, instance_cells(numa_topology), state, host_cells,
-        monitor_default)
+        monitor_default, check_class=False)
 
 
 def request_for(instance) -> spec.RdtRequest | None:

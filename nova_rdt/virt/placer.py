@@ -62,8 +62,10 @@ class Placer:
     def __init__(self, fs: Resctrl, classes: Mapping[str, rdtclass.RdtClass],
                  reserved_host_ways: int, pmd_shared_ways: int,
                  pmd_cos: bool, compaction: bool = False,
-                 clock=time.monotonic):
+                 clock=time.monotonic, collect=HostView.collect):
         self.fs = fs
+        # One walk of resctrl (a test counts them, or answers from memory).
+        self._collect = collect
         self.classes = dict(classes)
         self.reserved_host_ways = reserved_host_ways
         self.pmd_shared_ways = pmd_shared_ways
@@ -117,7 +119,7 @@ class Placer:
 
     def _shrink_pmd(self) -> None:
         with self.fs.locked():
-            view = HostView.collect(self.fs)
+            view = self._collect(self.fs)
             owners = hostplan.ownership(
                 view, self.fs.prefix,
                 {u: e.domain for u, e in self._book.items()}, self.classes)
@@ -141,18 +143,42 @@ class Placer:
                 self.release(u)
         return gone
 
+    def state_of(self, view: HostView, cache_cpus=None, way_sizes=None,
+                 host_cells=None) -> hoststate.HostRdtState:
+        """resctrl as ``view`` holds it, with this host's PMD rule: what
+        the PMD COS must span is its own base, whatever its mask holds."""
+        base = None
+        if self.pmd_cos:
+            base = self._pmd_base(view) or Schemata({})
+        return hoststate.from_resctrl(
+            view, cache_cpus, way_sizes, host_cells=host_cells,
+            classes=self.classes, prefix=self.fs.prefix,
+            pmd_cos=self.pmd_cos, pmd_base=base)
+
+    def published(self, view: HostView, cache_cpus=None, way_sizes=None,
+                  host_cells=None) -> hoststate.HostRdtState:
+        """What the scheduler is told, from one walk of resctrl: the
+        state as the plan holds the host, with the room on every cache id
+        and the classes that can be made answered by the planner itself
+        on the inputs :meth:`claim` decides on."""
+        state = self.state_of(view, cache_cpus, way_sizes, host_cells)
+        return self.effective(state, view=view, solve=True)
+
     def effective(self, state: hoststate.HostRdtState,
-                  exclude: str | None = None) -> hoststate.HostRdtState:
+                  exclude: str | None = None, view: HostView | None = None,
+                  solve: bool = False) -> hoststate.HostRdtState:
         """``state`` (resctrl as it is) as the plan holds the host: moves
         decided and not written yet at their new place; every reservation
         that has no group yet laid on at its decided position, with its
         CLOS and RMID (instances claimed or stopped, but ``exclude``, and
         classes whose group is still to be made); and the groups the
-        planner may move marked as such."""
+        planner may move marked as such.  ``solve``: with the planner's
+        own answers for the scheduler (:meth:`published`)."""
         with self._lock:
-            if not self._book:
+            if not self._book and not solve:
                 return state
-            view = HostView.collect(self.fs)
+            if view is None:
+                view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             state = state.with_relocated(
                 self._pending_moves(view, owners, exclude))
@@ -173,7 +199,52 @@ class Placer:
                     for kind, mask in per.items():
                         by_id.setdefault(cid, {}).setdefault(
                             kind, []).append(mask)
-            return state.with_movable(by_id)
+            state = state.with_movable(by_id)
+            if solve:
+                state = self._solved(state, view, host, reservations,
+                                     groups)
+            return state
+
+    def _solved(self, state: hoststate.HostRdtState, view: HostView,
+                host: placement.Host,
+                reservations: Mapping[str, placement.Reservation],
+                groups: Mapping[str, placement.ClassGroup]
+                ) -> hoststate.HostRdtState:
+        """``state`` with the planner's answers to the scheduler's
+        questions: per cache id and type, the most ways a new instance
+        (and a PMD sharer) gets; per class, whether a member placed now
+        gets a group.  The filter compares numbers with them, so it
+        cannot decide otherwise than :meth:`claim`."""
+        rooms: dict[int, dict[tuple[str, bool], int]] = {}
+        for res in host.resources:
+            kind = hostplan.KIND_OF_RESOURCE[res]
+            for cid in host.ids[res]:
+                for sharer in (False, True):
+                    rooms.setdefault(cid, {})[kind, sharer] = \
+                        placement.room(host, reservations, groups, res,
+                                       cid, sharer=sharer and self.pmd_cos,
+                                       compaction=self.compaction)
+        made = {}
+        for name in sorted(state.classes or {}):
+            c = state.classes[name]
+            if c.exists:
+                continue
+            made[name] = state.class_problem(c, room=False) is None \
+                and self._class_fits(view, name)
+        return state.with_solved(rooms, made)
+
+    def _class_fits(self, view: HostView, name: str) -> bool:
+        """Whether a member of class ``name`` claimed now gets its group
+        (:meth:`claim`'s own decision, not recorded)."""
+        _owners, host, reservations, groups = self._inputs(view, name)
+        new = placement.Reservation(placement.ROOM_PROBE, {},
+                                    rdt_class=name)
+        try:
+            placement.place(host, reservations, groups, new,
+                            compaction=self.compaction)
+        except placement.NoPlacement:
+            return False
+        return True
 
     def _pending_moves(self, view: HostView, owners: hostplan.Ownership,
                        exclude: str | None
@@ -315,7 +386,7 @@ class Placer:
         exists; the book is then unchanged.
         """
         with self._lock:
-            view = HostView.collect(self.fs)
+            view = self._collect(self.fs)
             _owners, host, reservations, groups = self._inputs(
                 view, rdt_class, claiming=uuid, mb_only=mb_only)
             old = reservations.get(uuid)
@@ -399,14 +470,14 @@ class Placer:
             e = self._book.get(uuid)
             if e is None or not e.reservation.masks:
                 return
-            view = HostView.collect(self.fs)
+            view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             reservations[uuid] = e.reservation
             plan = placement.place(host, reservations, groups,
                                    e.reservation, compaction=False)
             self._write_moves(owners, plan)
             if owners.pmd is not None and self.pmd_cos:
-                view = HostView.collect(self.fs)
+                view = self._collect(self.fs)
                 decided = {u: r.masks for u, r in reservations.items()
                            if r.masks and u != uuid}
                 self._write_pmd(view, owners, host, decided,
@@ -449,7 +520,7 @@ class Placer:
             e = self._book.get(uuid)
             if e is None or not e.reservation.masks:
                 return None
-            view = HostView.collect(self.fs)
+            view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             live = hostplan.live_masks(view, owners)[0]
             group = owners.instances.get(uuid)
@@ -464,7 +535,7 @@ class Placer:
             # still pending (a start the driver did not make) goes first.
             if self._class_moves or self._instance_moves:
                 self._write_moves(owners, plan)
-                view = HostView.collect(self.fs)
+                view = self._collect(self.fs)
                 live = hostplan.live_masks(view, owners)[0]
             written = []
             for other, g in sorted(owners.instances.items()):

@@ -29,7 +29,6 @@ from oslo_log import log as logging
 from nova_rdt import conf as rdt_conf
 from nova_rdt import failpoints
 from nova_rdt import naming
-from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import metadata as meta_mod
@@ -46,7 +45,6 @@ from nova_rdt.privsep import state as privsep_state
 from nova_rdt.resctrl import errors as rdt_errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
-from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import config as rdt_config
 from nova_rdt.virt import guest_rdt
 from nova_rdt.virt import libvirt_caps
@@ -293,29 +291,18 @@ class RdtCompute:
         view = self._collect()
         if view is None:
             return None
-        caps = self.libvirt_rdt_caps
-        # Host cells and classes go with the state, so the filter can
-        # match guest nodes to cache ids and refuse an unmakeable class.
-        opts = CONF.rdt
-        base = None
-        if opts.pmd_cos:
-            # The PMD COS's own ways: what it must span, whatever its mask
-            # still holds (the compute plans it so).
-            base = Schemata({})
-            if opts.pmd_shared_ways:
-                try:
-                    base = hostlayout.plan(view.caps, opts.reserved_host_ways,
-                                           opts.pmd_shared_ways).pmd or base
-                except hostlayout.HostPrepError:
-                    pass
-        state = hoststate.from_resctrl(
-            view, caps.cache_cpus or None, caps.way_sizes or None,
-            host_cells=self.host_cells(),
-            classes=self.classes, prefix=self.fs.prefix,
-            pmd_cos=opts.pmd_cos, pmd_base=base)
+        state = self.placer.state_of(view, *self._libvirt_view())
         names = naming.LibvirtMachines(
             g.name for g in view.groups if g.kind == "ctrl")
         return state, names
+
+    def _libvirt_view(self):
+        """libvirt's cache CPUs and way sizes (it validates sizes against
+        its own granularity) and the host cells, which go with the state
+        so the filter can match guest nodes to cache ids."""
+        caps = self.libvirt_rdt_caps
+        return (caps.cache_cpus or None, caps.way_sizes or None,
+                self.host_cells())
 
 
     def host_state(self) -> hoststate.HostRdtState | None:
@@ -329,8 +316,10 @@ class RdtCompute:
             return None
         if self.degraded is not None and not self._back():
             return None
-        live = self.live()
-        if live is None:
+        if self.fs is None:
+            return None
+        view = self._collect()
+        if view is None:
             return None
         self._forget_failed_incoming()
         defined = None
@@ -339,16 +328,13 @@ class RdtCompute:
                        self.host.list_instance_domains(only_running=False)}
         except Exception:                       # pragma: no cover
             LOG.debug("nova-rdt: cannot list domains", exc_info=True)
-        state, _allocated = live
         if defined is not None:
             self._released &= defined
-        if self.placer is not None:
-            gone = self.placer.forget_unless(defined, CLAIM_GRACE_S)
-            if gone:
-                LOG.info("nova-rdt: dropped the reservations of undefined "
-                         "domains %s", gone)
-            return self.placer.effective(state)
-        return state
+        gone = self.placer.forget_unless(defined, CLAIM_GRACE_S)
+        if gone:
+            LOG.info("nova-rdt: dropped the reservations of undefined "
+                     "domains %s", gone)
+        return self.placer.published(view, *self._libvirt_view())
 
 
     def _collect(self) -> HostView | None:
@@ -451,14 +437,12 @@ class RdtCompute:
             return
         state, allocated = live
         try:
-            d = guest_rdt.demand(request, instance.flavor.vcpus,
-                                 instance.numa_topology, state,
-                                 self.host_cells(), monitor_default)
+            d, plan = self.decide(instance, request, instance.numa_topology,
+                                  state, allocated, self.host_cells(),
+                                  exception.ComputeResourcesUnavailable)
         except planner.CannotHonour as e:
             self._refuse_or_ignore(instance, request, str(e))
             return
-        plan = self.claim(instance, request, d, state, allocated,
-                               exception.ComputeResourcesUnavailable)
         failpoints.hit("driver.after_claim")
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
@@ -480,6 +464,20 @@ class RdtCompute:
                  sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
                  instance=instance)
 
+
+    def decide(self, instance, request, topology, state, allocated,
+               host_cells, refuse, dry_run=False):
+        """The compute's one decision for ``instance`` with Nova's NUMA
+        ``topology`` (its pinning included) on ``state``: its demand, and
+        the host's plan with it reserved (only decided, with
+        ``dry_run``).  Raises planner.CannotHonour when the host cannot
+        give what the request asks at all, ``refuse(reason=...)`` when
+        there is no room."""
+        d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
+                             state, host_cells,
+                             self.monitor_default(request))
+        return d, self.claim(instance, request, d, state, allocated,
+                             refuse, dry_run=dry_run)
 
     def claim(self, instance, request, d, state, allocated, refuse,
                    dry_run=False):
@@ -505,9 +503,16 @@ class RdtCompute:
                     and eff.rmids_free < 1 and instance.name not in allocated:
                 raise refuse(reason="nova-rdt: no free RMID (monitoring "
                                     "ID) left on this host")
+            cls = (eff.classes or {}).get(rdt_class) if rdt_class else None
+            why = eff.class_problem(cls, room=False) \
+                if cls is not None and not cls.exists else None
+            if why:
+                raise refuse(reason=f"nova-rdt: rdt:class={rdt_class}: its "
+                                    f"group cannot be made: {why}")
             plan = self.placer.claim(
                 instance.uuid, instance.name, hostplan.ways_of(d.cache),
-                pmd_share=sharing and CONF.rdt.pmd_cos, rdt_class=rdt_class,
+                pmd_share=sharing and self.placer.pmd_cos,
+                rdt_class=rdt_class,
                 movable=slo != "latency", dry_run=dry_run,
                 mb_only=bool(d.mb) and not d.cache and rdt_class is None,
                 monitor=d.monitor)

@@ -179,7 +179,8 @@ def test_nova_conf_then_conf_d_in_name_order(default_conf, tmp_path,
                     f"{tmp_path}/no-resctrl\n")
     (confd / "20-b.conf").write_text("[rdt]\nreserved_host_ways = 3\n")
     (confd / "10-a.conf").write_text("[rdt]\nreserved_host_ways = 2\n"
-                                     "pmd_shared_ways = 1\n")
+                                     "pmd_shared_ways = 1\n"
+                                     "pmd_cos = true\n")
     (confd / "README").write_text("[rdt]\nreserved_host_ways = 9\n")
     assert _hook_install(tmp_path, "--json") == 0
     out = json.loads(capsys.readouterr().out)

@@ -361,15 +361,34 @@ def test_sparse_sharers_join_the_pmd_union_not_a_span():
     assert book.masks("b") == {0: run(7, 5)}
 
 
-def test_sparse_takes_scattered_ways_when_no_run_fits():
+def test_sparse_instances_still_need_a_run_libvirt_can_find():
+    """Issue 38, cause 4: libvirt allocates an instance from its
+    <cachetune> size and finds only contiguous free runs, so scattered
+    free ways are no room for an instance even where the kernel takes
+    sparse masks; compaction makes a run instead."""
     book = fx.Book(fx.amd_epyc(pmd_ways=0, pmd_ids=None))
     for uuid, n in (("a", 2), ("b", 3), ("c", 3), ("d", 4), ("e", 2)):
         book.boot(uuid, ways(n, ids=(0,)))        # 2-3 4-6 7-9 10-13 14-15
     book.delete("a")
     book.delete("c")
-    book.boot("f", ways(4, ids=(0,)))
-    # The 3-way run whole, then the smallest run that holds the rest.
-    assert book.masks("f") == {0: run(7, 3) | run(2, 1)}
+    with pytest.raises(pl.NoPlacement, match="free runs 2@2"):
+        book.boot("f", ways(4, ids=(0,)))
+    plan = book.boot("f", ways(4, ids=(0,)), compaction=True)
+    assert plan.moved and cbm.is_contiguous(book.masks("f")[0])
+
+
+def test_sparse_class_groups_take_scattered_ways():
+    """A class group is nova-rdt's (mkdir, then its masks written), not
+    libvirt's: it may take scattered ways where the kernel allows."""
+    book = fx.Book(fx.amd_epyc(pmd_ways=0, pmd_ids=None))
+    for uuid, n in (("a", 2), ("b", 3), ("c", 3), ("d", 4), ("e", 2)):
+        book.boot(uuid, ways(n, ids=(0,)))        # 2-3 4-6 7-9 10-13 14-15
+    book.delete("a")
+    book.delete("c")
+    book.define("be", ways(4, ids=(0,)))
+    book.boot("m", {}, cls="be")
+    mask = book.plan.classes["be"][L3][0]
+    assert mask == run(7, 3) | run(2, 1)
 
 
 def test_sparse_with_min_bits_keeps_the_lowest_run_long_enough():
@@ -379,8 +398,9 @@ def test_sparse_with_min_bits_keeps_the_lowest_run_long_enough():
         book.boot(uuid, ways(n, ids=(0,)))        # 2-3 ... 10-11
     book.delete("b")                              # free 4-5
     book.delete("d")                              # free 8-9
-    book.boot("x", ways(3, ids=(0,)))
-    mask = book.masks("x")[0]
+    book.define("be", ways(3, ids=(0,)))
+    book.boot("x", {}, cls="be")
+    mask = book.plan.classes["be"][L3][0]
     assert cbm.popcount(mask) == 3 and cbm.runs(mask)[0].length >= 2
 
 
