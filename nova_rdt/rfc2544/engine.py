@@ -27,10 +27,16 @@ class RunConfig:
     # RFC 2544 says; lower keeps a noisy software path off its edge).
     latency_load: float = 1.0
     label: str = ""
+    # RFC 9971 search goals, served from shared trials; the first one's
+    # result is the frame's throughput (latency is measured there).
+    # Empty: one goal from ``search`` (its loss_tolerance).
+    goals: tuple[search_mod.SearchGoal, ...] = ()
 
     def __post_init__(self):
         if not self.frame_sizes:
             raise ValueError("frame_sizes is empty")
+        if self.goals:
+            search_mod.check_goals(self.goals)
         latency_mod.check_bins(self.latency_bins_us)
         if not 0 < self.latency_load <= 1:
             raise ValueError("latency_load must be in (0, 1]")
@@ -43,6 +49,7 @@ class FrameResult:
     frame_size: int
     throughput: search_mod.SearchResult
     latency: LatencyResult | None
+    goals: tuple[search_mod.GoalResult, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +62,21 @@ class Report:
     frames: tuple[FrameResult, ...]
 
 
+def goal_dict(g: search_mod.GoalResult) -> dict:
+    """A goal and its result, as events and reports give them."""
+    return {"goal": g.goal.label, "loss_ratio": g.goal.loss_ratio,
+            "exceed_ratio": g.goal.exceed_ratio,
+            "final_trial_duration": g.goal.final_trial_duration,
+            "duration_sum": g.goal.duration_sum,
+            "conditional_throughput_pps": g.conditional_throughput_pps,
+            "lower_bound_pps": g.lower_bound_pps,
+            "upper_bound_pps": g.upper_bound_pps,
+            "converged": g.result.converged,
+            "trials": g.result.trial_count,
+            "trial_seconds": g.result.trial_seconds,
+            "note": g.result.note, "log": list(g.result.log)}
+
+
 def run(gen: TrafficGenerator, cfg: RunConfig,
         progress: Progress | None = None) -> Report:
     say = progress or (lambda event: None)
@@ -63,20 +85,33 @@ def run(gen: TrafficGenerator, cfg: RunConfig,
     for size in cfg.frame_sizes:
         say({"event": "frame", "frame_size": size})
         count = [0]
+        tol = cfg.goals[0].loss_ratio if cfg.goals else \
+            cfg.search.loss_tolerance
 
         def measure(rate, duration, size=size, count=count):
             t = gen.trial(size, rate, duration)
             count[0] += 1
             say({"event": "trial", "frame_size": size, "trial": count[0],
-                 "offered_pps": rate, "achieved_pps": t.achieved_pps,
+                 "offered_pps": rate, "duration": duration,
+                 "achieved_pps": t.achieved_pps,
                  "forwarded_pps": t.forwarded_pps,
                  "generator_limited": t.generator_limited,
                  "loss_ratio": t.loss_ratio,
-                 "passed": t.passed(cfg.search.loss_tolerance)})
+                 "passed": t.passed(tol)})
             return t
 
-        found = search_mod.search(measure, gen.max_rate_pps(size),
-                                  cfg.search)
+        goals = ()
+        if cfg.goals:
+            goals = search_mod.search_goals(measure, gen.max_rate_pps(size),
+                                            cfg.goals, cfg.search)
+            # The frame's trial log is every trial the goals shared.
+            every = max((g.result for g in goals),
+                        key=lambda r: r.trial_count)
+            found = dataclasses.replace(goals[0].result,
+                                        trials=every.trials)
+        else:
+            found = search_mod.search(measure, gen.max_rate_pps(size),
+                                      cfg.search)
         lat = None
         if found.rate_pps > 0:
             rate = found.rate_pps * cfg.latency_load
@@ -92,7 +127,9 @@ def run(gen: TrafficGenerator, cfg: RunConfig,
              "generator_limited": found.generator_limited,
              "converged": found.converged, "note": found.note,
              "trials": found.trial_count,
+             "trial_seconds": found.trial_seconds, "log": list(found.log),
+             "goals": [goal_dict(g) for g in goals],
              "avg_latency_us": lat.avg_us if lat else None})
-        results.append(FrameResult(size, found, lat))
+        results.append(FrameResult(size, found, lat, goals))
     return Report(cfg.label, gen.name, cfg, started, time.time(),
                   tuple(results))

@@ -15,6 +15,7 @@ import json
 import math
 import os
 
+from nova_rdt.rfc2544 import engine
 from nova_rdt.rfc2544 import wording
 from nova_rdt.rfc2544.engine import Report
 
@@ -30,7 +31,9 @@ def to_dict(r: Report) -> dict:
                    "search": dataclasses.asdict(cfg.search),
                    "latency_duration": cfg.latency_duration,
                    "latency_bins_us": list(cfg.latency_bins_us),
-                   "latency_load": cfg.latency_load},
+                   "latency_load": cfg.latency_load,
+                   "goals": [dataclasses.asdict(g) | {"label": g.label}
+                             for g in cfg.goals]},
         "throughput_kind": ("RFC 2544 throughput (zero loss)"
                             if cfg.search.loss_tolerance == 0 else
                             f"partial drop rate (loss <= "
@@ -48,12 +51,15 @@ def to_dict(r: Report) -> dict:
                 "converged": f.throughput.converged,
                 "generator_limited": f.throughput.generator_limited,
                 "trials": f.throughput.trial_count, "note": f.throughput.note,
+                "trial_seconds": f.throughput.trial_seconds,
+                "log": list(f.throughput.log),
                 "trial_log": [{"offered_pps": t.offered_pps,
                                "duration": t.duration, "tx": t.tx,
                                "rx": t.rx, "loss_ratio": t.loss_ratio,
                                "achieved_pps": t.achieved_pps,
                                "generator_limited": t.generator_limited}
                               for t in f.throughput.trials]},
+            "goals": [engine.goal_dict(g) for g in f.goals],
             "latency": None if f.latency is None else {
                 "rate_pps": f.latency.rate_pps, "samples": f.latency.samples,
                 "min_us": f.latency.min_us, "avg_us": f.latency.avg_us,
@@ -91,11 +97,33 @@ def write(r: Report, out_dir: str, plots: bool = True) -> list[str]:
         f.write("\n")
     paths.append(_write_results_csv(doc, out_dir))
     paths.append(_write_trials_csv(doc, out_dir))
+    if any(fr.get("goals") for fr in doc["frames"]):
+        paths.append(_write_goals_csv(doc, out_dir))
     if plots:
         paths += plot_report(doc, out_dir)
     paths.append(write_html(doc, out_dir, [p for p in paths
                                            if p.endswith(".png")]))
     return paths
+
+
+GOAL_COLUMNS = ["frame_size", "goal", "loss_ratio", "exceed_ratio",
+                "final_trial_duration", "duration_sum",
+                "conditional_throughput_pps", "lower_bound_pps",
+                "upper_bound_pps", "converged", "trials", "trial_seconds"]
+
+
+def _write_goals_csv(doc, out_dir) -> str:
+    """One row per frame size and goal (RFC 9971's results), beside
+    results.csv (the ONP app note's columns, for the first goal)."""
+    path = os.path.join(out_dir, "goals.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(GOAL_COLUMNS)
+        for fr in doc["frames"]:
+            for g in fr.get("goals") or ():
+                w.writerow([fr["frame_size"]] + [g[c] for c in
+                                                 GOAL_COLUMNS[1:]])
+    return path
 
 
 def _write_results_csv(doc, out_dir) -> str:
@@ -163,10 +191,27 @@ def write_html(doc: dict, out_dir: str, images: list[str]) -> str:
             f"<td>{t['achieved_pps']:,.0f}</td><td>{t['trials']}</td>"
             f"<td>{_num(lat.get('avg_us'))}</td><td>{_num(pct.get('50'))}"
             f"</td><td>{_num(pct.get('99'))}</td></tr>")
+    goals = "".join(
+        f"<tr><td>{fr['frame_size']}</td><td>{esc(g['goal'])}</td>"
+        f"<td>{g['loss_ratio']:.4%}</td><td>{g['exceed_ratio']:g}</td>"
+        f"<td>{g['final_trial_duration']:g}</td>"
+        f"<td>{g['duration_sum']:g}</td>"
+        f"<td>{g['conditional_throughput_pps']:,.0f}</td>"
+        f"<td>{g['lower_bound_pps']:,.0f}</td>"
+        f"<td>{_pps(g['upper_bound_pps'])}</td></tr>"
+        for fr in doc["frames"] for g in fr.get("goals") or ())
+    if goals:
+        goals = ('<h2>Search goals (RFC 9971)</h2><table id="goals"><tr>'
+                 '<th>frame (B)</th><th>goal</th><th>loss ratio</th>'
+                 '<th>exceed ratio</th><th>final trial (s)</th>'
+                 '<th>duration sum (s)</th><th>conditional throughput '
+                 '(pps)</th><th>lower bound (pps)</th><th>upper bound '
+                 f'(pps)</th></tr>{goals}</table>')
     trials = "".join(
         f"<tr><td>{fr['frame_size']}</td><td>{i}</td>"
         f"<td>{t['offered_pps']:,.0f}</td><td>{t['achieved_pps']:,.0f}"
         f"{' (generator-limited)' if t['generator_limited'] else ''}</td>"
+        f"<td>{t['duration']:g}</td>"
         f"<td>{t['loss_ratio']:.4%}</td></tr>"
         for fr in doc["frames"]
         for i, t in enumerate(fr["throughput"]["trial_log"], 1))
@@ -187,9 +232,11 @@ td,th{{padding:2px 10px;border-bottom:1px solid #ddd;text-align:right}}
 <table id="results"><tr><th>frame (B)</th><th>throughput (pps)</th>
 <th>sent (pps)</th><th>trials</th><th>avg µs</th><th>p50 µs</th>
 <th>p99 µs</th></tr>{''.join(rows)}</table>
+{goals}
 <p>{' '.join(imgs)}</p>
 <h2>Trials</h2><table id="trials"><tr><th>frame (B)</th><th>trial</th>
-<th>offered (pps)</th><th>sent (pps)</th><th>loss</th></tr>{trials}</table>
+<th>offered (pps)</th><th>sent (pps)</th><th>seconds</th><th>loss</th>
+</tr>{trials}</table>
 </body></html>
 """
     path = os.path.join(out_dir, "report.html")
@@ -205,6 +252,10 @@ def _tick(docs: dict[str, dict], size: int) -> str:
                     for d in docs.values() for fr in d["frames"]
                     if fr["frame_size"] == size} - {"ok"})
     return "\n".join([str(size)] + marks)
+
+
+def _pps(v) -> str:
+    return "-" if v is None else f"{v:,.0f}"
 
 
 def _num(v) -> str:

@@ -135,7 +135,7 @@ LONGEST = 0.5
 # a minute; a result lower within the resolution costs nothing).
 AIM_SURE = 0.6
 CLOSE_SURE = 0.99
-FULL_MARGIN = 0.9
+FULL_MARGIN = 0.75
 # The full-length phase shortens a trial meant to fail only where the
 # drop curve puts its loss at SHORTEN x the tolerance or more.
 SHORTEN = 4.0
@@ -236,15 +236,17 @@ class _Run:
         self.measure = measure
         self.cfg = cfg
         self.trials: list[Trial] = []
+        self.spent = 0                 # trials of this search's own
         self.log: list[str] = []
         # Cleared once a shortened trial passed where it was to fail.
         self.trust_short = True
 
     def trial(self, rate: float, duration: float | None = None) -> Trial:
-        if len(self.trials) >= self.cfg.max_trials:
+        if self.spent >= self.cfg.max_trials:
             raise _Budget
         t = self.measure(rate, duration or self.cfg.trial_duration)
         self.trials.append(t)
+        self.spent += 1
         return t
 
     def say(self, text: str) -> None:
@@ -286,7 +288,7 @@ class _Run:
         t = self.trial(rate, duration)
         if t.passed(self.cfg.loss_tolerance):
             return True, t
-        if self.marginal(t) and len(self.trials) < self.cfg.max_trials:
+        if self.marginal(t) and self.spent < self.cfg.max_trials:
             again = self.trial(rate, duration)
             if again.passed(self.cfg.loss_tolerance):
                 return True, again
@@ -725,16 +727,28 @@ def _proving(run: _Run, cfg: SearchConfig):
 
 
 def search(measure: Measure, max_rate_pps: float,
-           cfg: SearchConfig = SearchConfig()) -> SearchResult:
+           cfg: SearchConfig = SearchConfig(),
+           seed: Sequence[Trial] = ()) -> SearchResult:
+    """The highest rate ``verify_repeats + 1`` full-length passes back,
+    within ``resolution`` of a sure failure (see the module's doc).
+
+    ``seed``: trials already made (for another goal), judged here by
+    this search's tolerance and durations; its result lists them first.
+    """
     run = _Run(measure, cfg)
     tol, res = cfg.loss_tolerance, cfg.resolution
     final, short = cfg.trial_duration, cfg.exploration_duration
     need = cfg.verify_repeats + 1
     b = _Bracket(tol)
+    run.trials.extend(seed)
+    for t in seed:
+        ok = t.passed(tol)
+        if (ok and t.duration >= final) or (not ok and run.sure(t)):
+            b.add(ok, t)
     note = ""
     try:
         if short < final:
-            kind, found = _explore(run, b, max_rate_pps, cfg)
+            kind, found = _explore(run, b, max_rate_pps, cfg, seed)
         else:
             kind, found = _core(run, b, max_rate_pps, cfg, final, need)
         if kind == "max":
@@ -750,7 +764,7 @@ def search(measure: Measure, max_rate_pps: float,
 
 
 def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
-             cfg: SearchConfig):
+             cfg: SearchConfig, seed: Sequence[Trial] = ()):
     """Short trials find the edge; full-length trials prove it.
 
     ``b`` ends with only what may bound the result: full-length passes,
@@ -762,11 +776,21 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
     final, short = cfg.trial_duration, cfg.exploration_duration
     need = cfg.verify_repeats + 1
     seen = _Bracket(tol)
+    for t in seed:
+        seen.add(t.passed(tol), t)
     kind, found = _core(run, seen, max_rate_pps, cfg, short, 1,
                         plan=_explored(run, cfg))
     if kind == "max":
-        # Short trials kept up at the maximum: the full-length ones say.
-        return _core(run, b, max_rate_pps, cfg, final, need)
+        # Short trials kept up at the maximum: a full-length one says.
+        ok, t = run.classify(max_rate_pps, final)
+        if ok:
+            return "max", t
+        run.say(f"{short:g} s trials passed at the generator's maximum, "
+                f"a {final:g} s trial failed there: the full-length one "
+                f"wins")
+        b.add(False, t)
+        return _core(run, b, max_rate_pps, cfg, final, need,
+                     plan=_proving(run, cfg))
     upper = seen.hi
     if kind == "stop":
         top = upper.achieved_pps
@@ -863,3 +887,125 @@ def bisection(measure: Measure, max_rate_pps: float,
     except _Budget:
         note = f"stopped after max_trials={cfg.max_trials}"
     return _result(run, lo, hi, not note and lo is not None, False, note)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchGoal:
+    """A search goal in RFC 9971's terms.
+
+    * ``loss_ratio``: the highest loss ratio a trial may have and pass
+      (0 for NDR, RFC 2544's throughput; 0.005 for a 0.5% PDR);
+    * ``exceed_ratio``: the share of ``duration_sum`` that may be spent
+      in failing full-length trials; the lower bound needs the rest,
+      (1 - exceed_ratio) x ``duration_sum``, in passing full-length
+      trials at or above it (a simplification of RFC 9971's load
+      classification: failures under the lower bound overturn it);
+    * ``final_trial_duration``: seconds of a full-length trial, the only
+      kind that may back a lower bound;
+    * ``duration_sum``: seconds of full-length trials a lower bound
+      needs; twice the final trial duration is RFC 2544's search with
+      one verification pass;
+    * ``name``: how reports call it (default: NDR or PDR x%).
+    """
+
+    loss_ratio: float = 0.0
+    exceed_ratio: float = 0.0
+    final_trial_duration: float = 60.0
+    duration_sum: float = 120.0
+    name: str = ""
+
+    def __post_init__(self):
+        for f in ("loss_ratio", "exceed_ratio", "final_trial_duration",
+                  "duration_sum"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                    not math.isfinite(v):
+                raise ValueError(f"{f} must be a finite number")
+        if not 0 <= self.loss_ratio < 1:
+            raise ValueError("loss_ratio must be in [0, 1)")
+        if not 0 <= self.exceed_ratio < 1:
+            raise ValueError("exceed_ratio must be in [0, 1)")
+        if self.final_trial_duration <= 0:
+            raise ValueError("final_trial_duration must be positive")
+        if self.duration_sum < self.final_trial_duration:
+            raise ValueError("duration_sum must be at least "
+                             "final_trial_duration")
+        if not isinstance(self.name, str):
+            raise ValueError("name must be text")
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.loss_ratio == 0:
+            return "NDR"
+        return f"PDR {100 * self.loss_ratio:g}%"
+
+    @property
+    def passes_needed(self) -> int:
+        """Full-length passes at or above a lower bound."""
+        return max(1, math.ceil((1 - self.exceed_ratio) * self.duration_sum
+                                / self.final_trial_duration - 1e-9))
+
+    def config(self, base: SearchConfig) -> SearchConfig:
+        """The single-goal search for this goal, the rest from ``base``."""
+        return dataclasses.replace(
+            base, loss_tolerance=self.loss_ratio,
+            trial_duration=self.final_trial_duration,
+            verify_repeats=self.passes_needed - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GoalResult:
+    """One goal's answer: its relevant bounds and conditional
+    throughput (the forwarded rate at the lower bound)."""
+
+    goal: SearchGoal
+    result: SearchResult
+
+    @property
+    def lower_bound_pps(self) -> float:
+        return self.result.lower_pps
+
+    @property
+    def upper_bound_pps(self) -> float | None:
+        return self.result.upper_pps
+
+    @property
+    def conditional_throughput_pps(self) -> float:
+        return self.result.forwarded_pps
+
+
+def check_goals(goals: Sequence[SearchGoal]) -> None:
+    """Refuse an empty list, or two goals with the same label."""
+    if not goals:
+        raise ValueError("goals must not be empty")
+    labels = [g.label for g in goals]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise ValueError(f"goals[{i}].name: {label!r} is used twice")
+
+
+def search_goals(measure: Measure, max_rate_pps: float,
+                 goals: Sequence[SearchGoal],
+                 cfg: SearchConfig = SearchConfig()
+                 ) -> tuple[GoalResult, ...]:
+    """Every goal from shared trials, in the order given.
+
+    The goals are searched from the highest loss ratio down (a PDR's
+    edge lies at or above an NDR's), and each search starts from every
+    trial made so far, judged by its own loss ratio and durations: a
+    PDR's passes and failures near its edge are an NDR's failures near
+    its own, so the NDR search often needs only its passes.
+    ``max_trials`` counts for each goal."""
+    check_goals(goals)
+    done: dict[int, GoalResult] = {}
+    trials: list[Trial] = []
+    order = sorted(range(len(goals)), key=lambda i: (
+        -goals[i].loss_ratio, goals[i].final_trial_duration))
+    for i in order:
+        gcfg = goals[i].config(cfg)
+        r = search(measure, max_rate_pps, gcfg, seed=tuple(trials))
+        trials.extend(r.trials[len(trials):])
+        done[i] = GoalResult(goals[i], r)
+    return tuple(done[i] for i in range(len(goals)))

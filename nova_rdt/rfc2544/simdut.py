@@ -147,8 +147,9 @@ class SimulatedDut(TrafficGenerator):
         cap = self.capacity if capacity is None else capacity
 
         def passes(rate):
+            # Plus a hair: the rate's parts may sum over it.
             return self.lost(rate, duration, cap) <= \
-                tolerance * rate * duration
+                tolerance * rate * duration + 1e-6
 
         lo, hi = 0.0, 2 * cap / (1 - tolerance) + 1
         while passes(hi):
