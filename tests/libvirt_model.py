@@ -383,7 +383,10 @@ def plan(tune: Tune, state: FsState, domain_id: int,
         granted.setdefault(req.resource, {})[req.cache_id] = mask
     ordered = {res: lines[res] for res in sorted(lines, key=_res_order)}
     if tune.mb:
-        ordered["MB"] = dict(sorted(tune.mb.items()))
+        # Nodes the XML does not name keep the default group's value
+        # (virResctrlAllocCopyMemBW), as cache ids do.
+        ordered["MB"] = {**dict(state.default.domains("MB")),
+                         **dict(sorted(tune.mb.items()))}
     return Allocation(group, tune.vcpus, Schemata(ordered), granted,
                       monitors)
 
