@@ -199,7 +199,7 @@ class CacheIdState:
 
 # The demand's name in the placement planner's answers (and refusals,
 # which reach an instance's fault).
-PROBE = "being scheduled"
+PROBE = placement.ROOM_PROBE
 
 
 def movable_name(i: int) -> str:

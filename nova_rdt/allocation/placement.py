@@ -67,6 +67,10 @@ from nova_rdt.resctrl import cbm
 # resource -> cache id -> a value (ways wanted, or a mask).
 PerId = Mapping[str, Mapping[int, int]]
 
+# The name of a demand the scheduler asks about (:func:`room`): no
+# instance has it, and refusals call it "the new instance".
+ROOM_PROBE = "being scheduled"
+
 
 class NoPlacement(Exception):
     """No valid placement exists; str() says where and why."""
@@ -248,6 +252,8 @@ class _Item:
     movable: bool = False
 
     def __str__(self) -> str:
+        if self.name == ROOM_PROBE:
+            return "the new instance"
         return f"{self.kind} {self.name}"
 
 
@@ -461,7 +467,7 @@ def _refusal(cache: _Cache, st: _State, todo: Sequence[_Item]) -> str:
     """Why nothing fits, naming the first demand that has no place."""
     item = next((i for i in todo if not _candidates(cache, st, i)), todo[-1])
     r = cache.rules
-    where = f"{cache}: no room for {item.ways} ways of {item}"
+    where = f"{cache}: no room for {_ways_text(item.ways)} of {item}"
     if item.ways > r.cbm_len:
         return f"{where}: the cache has {r.cbm_len} ways"
     if item.ways < r.min_bits:
@@ -475,6 +481,10 @@ def _refusal(cache: _Cache, st: _State, todo: Sequence[_Item]) -> str:
     elif cover and not item.sharer:
         out += f" outside the PMD COS {cover:#x}"
     return out
+
+
+def _ways_text(n: int) -> str:
+    return f"{n} way" if n == 1 else f"{n} ways"
 
 
 def _compact(cache: _Cache, fixed: Sequence[tuple[_Item, int]],
@@ -677,10 +687,6 @@ def room(host: Host, reservations: Mapping[str, Reservation],
         else:
             hi = mid - 1
     return lo
-
-
-# The name of the demand :func:`room` asks about.
-ROOM_PROBE = "being scheduled"
 
 
 def _without(masks: PerId | None, res: str, cid: int) -> PerId | None:

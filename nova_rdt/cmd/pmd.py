@@ -9,7 +9,8 @@ EXIT_CODES = {
        "instances and OVS's PMD cores (a warning says when OVS could not "
        "be asked and the group kept its CPUs, or when a sharing instance "
        "could not be covered: --json's degraded)",
-    1: "resctrl refused or is not there",
+    1: "resctrl refused or is not there, or nova-compute has not "
+       "prepared the host yet (nothing is written)",
     2: "usage: a bad flag, or a missing or invalid configuration file",
 }
 
@@ -28,9 +29,13 @@ def register(sub) -> None:
 
 def sync_cmd(args) -> int:
     from nova_rdt.host.agent import Agent
+    from nova_rdt.host.pmdcos import NotPrepared
 
     agent = Agent(common.settings(args))
-    summary = agent.sync_pmd()
+    try:
+        summary = agent.sync_pmd(prepared_only=True)
+    except NotPrepared as e:
+        return common.fail(str(e), common.EXIT_FAILURE)
     plan = agent.last_pmd_plan
     doc = {"summary": summary}
     if plan is not None:

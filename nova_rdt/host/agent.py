@@ -114,8 +114,9 @@ class Agent:
         return self.pmd.ovs_client()
 
     def sync_pmd(self, cores: set[int] | None = None,
-                 extra: tuple[records_mod.Record, ...] = ()) -> str:
-        return self.pmd.sync(cores, extra)
+                 extra: tuple[records_mod.Record, ...] = (),
+                 prepared_only: bool = False) -> str:
+        return self.pmd.sync(cores, extra, prepared_only=prepared_only)
 
     # -- reconcile -------------------------------------------------------
 

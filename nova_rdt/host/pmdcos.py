@@ -71,6 +71,27 @@ def summary(gname: str, plan: pmdplan.PmdPlan, cpus: Collection[int]
                if plan.degraded else ""))
 
 
+class NotPrepared(Exception):
+    """The host's resctrl is not laid out yet; str() says what to do."""
+
+
+def unprepared(inputs: PmdInputs, layout: hostlayout.Layout
+               ) -> str | None:
+    """Why the host is not prepared (the root group still holds more
+    than the reserved host ways); None when it is.  Pure.
+
+    Before preparation every way is the root's, so the PMD COS "over the
+    host's ways" would be every way."""
+    root = inputs.groups.get("/")
+    for res, per in layout.root.lines.items():
+        for cid, want in per.items():
+            have = root.get(res, cid) if root is not None else None
+            if have is not None and have & ~want:
+                return (f"the root group holds {res}:{cid}={have:x}, more "
+                        f"than the {want:x} of [rdt] reserved_host_ways")
+    return None
+
+
 class PmdCos:
     """The PMD COS of one host."""
 
@@ -91,18 +112,31 @@ class PmdCos:
                              timeout=max(1.0, s.hook_timeout / 3))
 
     def sync(self, cores: set[int] | None = None,
-             extra: tuple[records_mod.Record, ...] = ()) -> str:
+             extra: tuple[records_mod.Record, ...] = (),
+             prepared_only: bool = False) -> str:
         """Recompute the PMD group from scratch; returns a summary.
 
         ``cores``: the PMD cores, asked of OVS when not given.
         ``extra``: records not (yet) on disk, such as the one a full state
-        path refused, that must count all the same."""
+        path refused, that must count all the same.  ``prepared_only``:
+        raise NotPrepared, writing nothing, on a host nova-compute has
+        not prepared."""
         if cores is None:
             # Asked before the resctrl flock: OVSDB and ovs-appctl can take
             # a while, and libvirt's allocator waits on that lock.
             cores = self._ask_ovs()
         with self.fs.locked():
-            plan = resolve(self._read(cores, extra), self.fs.prefix)
+            inputs = self._read(cores, extra)
+            if prepared_only:
+                s = self.host.settings
+                why = unprepared(inputs, hostlayout.plan(
+                    inputs.caps, s.reserved_host_ways, s.pmd_shared_ways))
+                if why:
+                    raise NotPrepared(
+                        f"this host is not prepared: {why}; start "
+                        f"nova-compute (it prepares the host) before "
+                        f"syncing the PMD COS")
+            plan = resolve(inputs, self.fs.prefix)
             self.last_plan = plan
             if plan.degraded:
                 # libvirt placed a VM the driver did not predict; the

@@ -238,6 +238,8 @@ class _Request:
         return cells
 
 
+_NO_RDT = "no RDT state published (no RDT, or resctrl lost)"
+
 # Nova keeps 255 characters of a fault's message, and its NoValidHost
 # puts "No valid host was found. " before the reason.
 _REASON_MAX = 255 - len("No valid host was found. ")
@@ -423,7 +425,7 @@ class RDTFilter(filters.BaseHostFilter):
             if why is None:
                 state = hoststate.HostRdtState.from_stats(h.stats)
                 if state is None:
-                    why = "no RDT state published (no RDT, or resctrl lost)"
+                    why = _NO_RDT
                 else:
                     why = planner.fits_anywhere(state, req, r.placement) \
                         or "no room on the host cells Nova's NUMA fit gives"
@@ -431,7 +433,11 @@ class RDTFilter(filters.BaseHostFilter):
             counts[why] = counts.get(why, 0) + 1
             if LOG.isEnabledFor(std_logging.INFO):
                 LOG.info("RDTFilter: %s: %s", h, why, instance_uuid=uuid)
-        top = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        # A host with RDT says what this request lacks; a host without
+        # it says only that it has none (the ONP lab's controller would
+        # otherwise hide "no free CLOS left" on a tie).
+        top = min(counts.items(), key=lambda kv: (
+            kv[0] == _NO_RDT, -kv[1], kv[0]))[0]
         # What follows the first ";" is where the free ways are: another
         # tenant's business.
         return _short("RDTFilter: no host can give this flavor's rdt: "

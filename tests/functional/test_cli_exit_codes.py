@@ -219,7 +219,24 @@ def test_exit_hook_uninstall_2(tmp_path):
 
 # -- pmd sync --------------------------------------------------------------
 
+def test_exit_pmd_sync_1_on_a_host_not_prepared(emulated, tmp_path):
+    """Before nova-compute prepared the host, every way is the root's:
+    a PMD COS over "the host's ways" would take them all.  Refused, and
+    nothing is written."""
+    conf = _conf(tmp_path, emulated.mountpoint, emulated.sysfs_cpu)
+    res = _cli("pmd", "sync", "--config-file", conf)
+    _one_line(res, 1, "not prepared")
+    assert "reserved_host_ways" in res.stderr
+    assert not os.path.exists(os.path.join(emulated.mountpoint,
+                                           "nova-rdt-pmd"))
+
+
 def test_exit_pmd_sync_0(emulated, tmp_path):
+    from nova_rdt.host import prep
+    from nova_rdt.resctrl.groups import Resctrl
+
+    prep.prepare(Resctrl(emulated.mountpoint, sysfs_cpu=emulated.sysfs_cpu),
+                 2, 0)
     conf = _conf(tmp_path, emulated.mountpoint, emulated.sysfs_cpu)
     res = _cli("pmd", "sync", "--json", "--config-file", conf)
     _one_line(res, 0)
@@ -228,6 +245,8 @@ def test_exit_pmd_sync_0(emulated, tmp_path):
 
 def test_exit_pmd_sync_1(snapshot, tmp_path):
     root, cpu = snapshot
+    with open(os.path.join(root, "schemata"), "w") as f:
+        f.write("L3:0=3;1=3\n")          # prepared, but not writable
     _one_line(_cli("pmd", "sync", "--config-file",
                    _conf(tmp_path, root, cpu)), 1, "refused")
 

@@ -574,3 +574,29 @@ def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path):
         assert filter_passes(host, four) == accepts == compaction
         if compaction:
             assert host.boot(four) is not None       # libvirt found a run
+
+
+# -- what No valid host says -------------------------------------------------
+
+def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
+        tmp_path):
+    """One host without RDT and one without a free CLOS: the fault says
+    what the RDT host lacks, in English."""
+    host = _host(tmp_path, profile="e5-2658-v3", reserved=4)
+    for _ in range(3):                  # e5-2658-v3: 3 CLOS past the root
+        assert host.boot(Boot(ways=2)) is not None
+    boot = Boot(ways=2)
+    rdt = host_manager.HostState("a", "a", "cell")
+    rdt.stats = host.published()
+    plain = host_manager.HostState("b", "b", "cell")
+    plain.stats = {}
+    for hs in (rdt, plain):
+        hs.numa_topology, hs.limits, hs.pci_stats = None, {}, None
+        hs.num_instances, hs.updated = 0, None
+    f = rdt_filter.RDTFilter()
+    f.run_filter_for_index(0)
+    with pytest.raises(exception.NoValidHost) as ctx:
+        f.filter_all([plain, rdt], boot.spec_obj())
+    assert str(ctx.value) == (
+        "No valid host was found. RDTFilter: no host can give this "
+        "flavor's rdt: request: no free CLOS left")

@@ -420,7 +420,7 @@ def test_no_host_left_says_why_without_hosts_counts_or_masks(caplog):
     assert message == (
         "No valid host was found. RDTFilter: no host can give this "
         "flavor's rdt: request: L3 cache id 0: no room for 4 ways of "
-        "instance being scheduled")
+        "the new instance")
     assert len(message) <= 255
     logged = caplog.text
     for i in range(4):

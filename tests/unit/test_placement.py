@@ -189,7 +189,7 @@ def test_a_sharer_is_refused_when_the_span_would_cover_another_group():
     with pytest.raises(pl.NoPlacement) as e:
         book.boot("s", ways(1), share=True)
     msg = str(e.value)
-    assert "L3 cache id 0: no room for 1 ways of instance s" in msg
+    assert "L3 cache id 0: no room for 1 way of instance s" in msg
     assert "free runs 6@2(fc)" in msg and "PMD COS (0x600)" in msg
 
 
