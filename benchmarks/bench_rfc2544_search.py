@@ -286,7 +286,7 @@ def main(argv=None) -> int:
                      for ok, n, s in (table[name][m] for m in models)]
             print(f"| {name} | " + " | ".join(cells) + " |")
         if TODAY in table:
-            print(f"\nTrial seconds as a share of today's search's:\n")
+            print("\nTrial seconds as a share of today's search's:\n")
             print("| searcher | " + " | ".join(models) + " |")
             print("|---|" + "---|" * len(models))
             for name, _fn in live:

@@ -43,6 +43,18 @@ RdtGroup = [
                       "(0.001 = 0.1%, as the ONP app note; 0 = RFC 2544)."),
     cfg.FloatOpt("trial_duration", default=10.0,
                  help="Seconds per full-length throughput trial."),
+    cfg.MultiStrOpt("search_goals", default=[],
+                    help="RFC 9971 search goals of the throughput search, "
+                         "one per line, served from shared trials, as "
+                         "KEY=VALUE pairs: loss_ratio, exceed_ratio, "
+                         "final_trial_duration, duration_sum, name (e.g. "
+                         "'loss_ratio=0,duration_sum=120' and "
+                         "'loss_ratio=0.005,name=PDR').  Empty: one goal "
+                         "at loss_tolerance and trial_duration."),
+    cfg.FloatOpt("initial_trial_duration", default=1.0, min=0,
+                 help="Seconds of each exploratory trial of the search "
+                      "(they only aim; every bound rests on full-length "
+                      "trials); 0: none."),
     cfg.FloatOpt("latency_duration", default=10.0,
                  help="Seconds of each latency measurement."),
     cfg.FloatOpt("max_latency_ratio", default=1.25,
@@ -113,4 +125,20 @@ RdtGroup = [
     cfg.StrOpt("artifacts_dir", default="/tmp/nova-rdt-tempest",
                help="Where summary.json, the tables, the figures and the "
                     "RFC 2544 reports of the scenario are saved."),
+]
+
+# The cloud the scenario runs on: how its VMs are placed and whether its
+# RDT is the hardware's.
+RdtGroup += [
+    cfg.StrOpt("cpu_policy", default="dedicated",
+               choices=["", "dedicated", "shared"],
+               help="hw:cpu_policy of all four flavors (the ONP app note "
+                    "pins both VMs); empty: not set, for computes with no "
+                    "[compute] cpu_dedicated_set (such as nova-rdt's lab "
+                    "cloud on two CPUs)."),
+    cfg.StrOpt("rdt", default="real", choices=["real", "emulated"],
+               help="Whether the RDT computes' resctrl is the hardware's "
+                    "or nova-rdt's emulator (the lab cloud): on an "
+                    "emulated one no hardware partitions the cache, so the "
+                    "latency ratio limits are reported, not enforced."),
 ]

@@ -41,6 +41,19 @@ def add_arguments(rr: argparse.ArgumentParser) -> None:
     rr.add_argument("--trial-duration", dest="trial_duration", type=float,
                     help="seconds of traffic per throughput trial "
                          "(overrides trial_duration)")
+    rr.add_argument("--initial-trial-duration",
+                    dest="initial_trial_duration", type=float,
+                    help="seconds of each exploratory trial, which only "
+                         "aim; 0 for none (overrides "
+                         "initial_trial_duration)")
+    rr.add_argument("--goal", action="append", dest="goals",
+                    metavar="KEY=VALUE,...",
+                    help="an RFC 9971 search goal, repeatable (all are "
+                         "served from shared trials): loss_ratio, "
+                         "exceed_ratio, final_trial_duration, "
+                         "duration_sum, name; e.g. loss_ratio=0 "
+                         "--goal loss_ratio=0.005,name=PDR (overrides "
+                         "goals)")
     rr.add_argument("--latency-duration", dest="latency_duration",
                     type=float,
                     help="seconds of traffic for the latency measurement "
@@ -65,16 +78,40 @@ def _flag_sizes(text: str) -> list[int]:
     return sizes
 
 
+def _flag_goal(text: str) -> dict:
+    """``loss_ratio=0.005,duration_sum=120`` into a goal's mapping (the
+    config's checks then name the key)."""
+    from nova_rdt.rfc2544 import config as rcfg
+    goal = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise rcfg.ConfigError("--goal", f"{part!r} is not KEY=VALUE, "
+                                   f"e.g. loss_ratio=0.005")
+        if key == "name":
+            goal[key] = value
+            continue
+        try:
+            goal[key] = float(value)
+        except ValueError:
+            raise rcfg.ConfigError(f"--goal {key}", f"{value!r} is not a "
+                                   f"number") from None
+    return goal
+
+
 def merged(args) -> dict:
     """The configuration document: the file, then the flags over it."""
     from nova_rdt.rfc2544 import config as rcfg
     doc = rcfg.load_file(args.config) if getattr(args, "config", None) \
         else {}
     for key in ("label", "loss_tolerance", "resolution", "trial_duration",
-                "latency_duration"):
+                "initial_trial_duration", "latency_duration"):
         value = getattr(args, key, None)
         if value is not None:
             doc[key] = value
+    if getattr(args, "goals", None):
+        doc["goals"] = [_flag_goal(g) for g in args.goals]
     if getattr(args, "frame_sizes", None):
         doc["frame_sizes"] = _flag_sizes(args.frame_sizes)
     if getattr(args, "generator", None):
@@ -108,14 +145,26 @@ def progress_line(ev: dict) -> str | None:
             if ev.get("generator_limited") else ""
         return (f"[{ev['frame_size']} B] trial {ev['trial']}: offered "
                 f"{ev['offered_pps']:,.0f} pps, sent "
-                f"{ev['achieved_pps']:,.0f}{limited}, loss "
+                f"{ev['achieved_pps']:,.0f}{limited}"
+                + (f" for {ev['duration']:g} s" if "duration" in ev
+                   else "") + ", loss "
                 f"{ev['loss_ratio']:.4%} "
                 f"{'PASS' if ev['passed'] else 'fail'}")
     if kind == "latency":
         return (f"[{ev['frame_size']} B] latency at "
                 f"{ev['rate_pps']:,.0f} pps")
     if kind == "result":
-        return wording.result_line(ev)
+        line = wording.result_line(ev)
+        for g in ev.get("goals") or ():
+            up = g["upper_bound_pps"]
+            line += (f"\n[{ev['frame_size']} B] goal {g['goal']}: "
+                     f"conditional throughput "
+                     f"{g['conditional_throughput_pps']:,.0f} pps, bounds "
+                     f"{g['lower_bound_pps']:,.0f} - "
+                     + ("none" if up is None else f"{up:,.0f}") + " pps")
+        for note in ev.get("log") or ():
+            line += f"\n[{ev['frame_size']} B] {note}"
+        return line
     return None
 
 

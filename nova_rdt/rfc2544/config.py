@@ -9,6 +9,10 @@ what is allowed.
     loss_tolerance: 0.001        # 0 for RFC 2544 proper
     resolution: 0.005
     trial_duration: 10
+    initial_trial_duration: 1    # exploratory trials; 0: none
+    goals:                       # RFC 9971 search goals, shared trials
+      - {loss_ratio: 0, final_trial_duration: 60, duration_sum: 120}
+      - {loss_ratio: 0.005, exceed_ratio: 0, final_trial_duration: 60}
     latency_duration: 10
     latency_bins_us: [25, 50, 75, 100, 150, 200, 250, 500, 750, 1000]
     generator:
@@ -45,7 +49,9 @@ GENERATOR_TYPES = generators.TYPES
 
 SEARCH_KEYS = {f.name for f in dataclasses.fields(search.SearchConfig)}
 RUN_KEYS = {"label", "frame_sizes", "latency_duration", "latency_bins_us",
-            "latency_load", "generator"}
+            "latency_load", "generator", "goals"}
+GOAL_KEYS = ("name", "loss_ratio", "exceed_ratio", "final_trial_duration",
+             "duration_sum")
 _INT_KEYS = {"max_trials", "verify_repeats"}
 # (lowest, highest, lowest allowed itself) per numeric key.
 _RANGES = {
@@ -53,6 +59,11 @@ _RANGES = {
     "resolution": (0.0, 1.0, False, False),
     "trial_duration": (0.0, MAX_SECONDS, False, True),
     "probe_duration": (0.0, MAX_SECONDS, False, True),
+    "initial_trial_duration": (0.0, MAX_SECONDS, True, True),
+    "exceed_ratio": (0.0, 1.0, True, False),
+    "loss_ratio": (0.0, 1.0, True, False),
+    "final_trial_duration": (0.0, MAX_SECONDS, False, True),
+    "duration_sum": (0.0, 100 * MAX_SECONDS, False, True),
     "latency_duration": (0.0, MAX_SECONDS, False, True),
     "latency_load": (0.0, 1.0, False, True),
     "marginal_loss": (0.0, 1.0, True, False),
@@ -235,6 +246,48 @@ def _generator_options(kind: str) -> set[str]:
     return {p for p in params if p != "self"}
 
 
+def goals(value, scfg: search.SearchConfig) -> tuple:
+    """The ``goals`` list: each a mapping of GOAL_KEYS.  A goal's final
+    trial duration defaults to ``trial_duration``, its duration sum to
+    that many seconds times (verify_repeats + 1)."""
+    out = []
+    for i, g in enumerate(_list("goals", value)):
+        where = f"goals[{i}]"
+        if not isinstance(g, dict):
+            raise ConfigError(where, f"must be a mapping of "
+                                     f"{', '.join(GOAL_KEYS)}, not "
+                                     f"{_show(g)}")
+        for key in g:
+            if key not in GOAL_KEYS:
+                raise ConfigError(f"{where}.{_show(key)}", "unknown key; "
+                                  "allowed: " + ", ".join(GOAL_KEYS))
+        kw = {}
+        for key in GOAL_KEYS[1:]:
+            if key in g:
+                try:
+                    kw[key] = _in_range(key, _number(key, g[key]))
+                except ConfigError as e:
+                    raise ConfigError(f"{where}.{key}",
+                                      str(e).split(": ", 1)[1]) from None
+        kw.setdefault("final_trial_duration", scfg.trial_duration)
+        kw.setdefault("duration_sum", kw["final_trial_duration"] * (
+            scfg.verify_repeats + 1))
+        name = g.get("name", "")
+        if not isinstance(name, str) or len(name) > 40:
+            raise ConfigError(f"{where}.name", "at most 40 characters "
+                                               "of text")
+        try:
+            out.append(search.SearchGoal(name=name, **kw))
+        except ValueError as e:
+            raise ConfigError(f"{where}.{str(e).split()[0]}",
+                              str(e)) from None
+    try:
+        search.check_goals(out)
+    except ValueError as e:
+        raise ConfigError(str(e).split(":")[0], str(e)) from None
+    return tuple(out)
+
+
 def parse(doc: dict) -> tuple[engine.RunConfig, dict]:
     if not isinstance(doc, dict):
         raise ConfigError("(top)", "expected a mapping")
@@ -257,6 +310,7 @@ def parse(doc: dict) -> tuple[engine.RunConfig, dict]:
         scfg = search.SearchConfig(**kw)
     except ValueError as e:
         raise ConfigError(str(e).split()[0], str(e)) from None
+    run_goals = goals(doc["goals"], scfg) if "goals" in doc else ()
     label = doc.get("label", "")
     if not isinstance(label, (str, int, float)) or isinstance(label, bool):
         raise ConfigError("label", f"must be text, not {_show(label)}")
@@ -271,5 +325,5 @@ def parse(doc: dict) -> tuple[engine.RunConfig, dict]:
                                       list(engine.RunConfig.latency_bins_us))),
         latency_load=_in_range("latency_load", _number(
             "latency_load", doc.get("latency_load", 1.0))),
-        label=label)
+        label=label, goals=run_goals)
     return run, gen

@@ -80,13 +80,14 @@ def goal_dict(g: search_mod.GoalResult) -> dict:
 def run(gen: TrafficGenerator, cfg: RunConfig,
         progress: Progress | None = None) -> Report:
     say = progress or (lambda event: None)
+    # A trial's verdict on the console: the first goal's.
+    tol = cfg.goals[0].loss_ratio if cfg.goals else \
+        cfg.search.loss_tolerance
     started = time.time()
     results = []
     for size in cfg.frame_sizes:
         say({"event": "frame", "frame_size": size})
         count = [0]
-        tol = cfg.goals[0].loss_ratio if cfg.goals else \
-            cfg.search.loss_tolerance
 
         def measure(rate, duration, size=size, count=count):
             t = gen.trial(size, rate, duration)

@@ -192,3 +192,25 @@ def test_fuzz_yaml_text_only_ever_raises_config_error(text):
     except config.ConfigError as e:
         assert e.key
 
+
+
+def test_goals_are_parsed_and_bad_ones_named_before_any_trial():
+    from nova_rdt.rfc2544 import config as rcfg
+    gen = {"type": "simulated", "capacity_pps": 1e6, "line_rate_pps": 1e7}
+    run, _gen = rcfg.parse({"generator": gen, "trial_duration": 30,
+                            "goals": [{"loss_ratio": 0},
+                                      {"loss_ratio": 0.005, "name": "PDR"}]})
+    ndr, pdr = run.goals
+    assert (ndr.label, ndr.final_trial_duration, ndr.duration_sum) == (
+        "NDR", 30, 60)
+    assert pdr.label == "PDR" and pdr.loss_ratio == 0.005
+    for goal, key in (({"loss_ratio": 1.0}, "goals[0].loss_ratio"),
+                      ({"exceed_ratio": -0.1}, "goals[0].exceed_ratio"),
+                      ({"final_trial_duration": 60, "duration_sum": 30},
+                       "goals[0].duration_sum"),
+                      ({"speed": 1}, "goals[0].'speed'")):
+        with pytest.raises(rcfg.ConfigError) as e:
+            rcfg.parse({"generator": gen, "goals": [goal]})
+        assert e.value.key == key, (goal, e.value)
+    with pytest.raises(rcfg.ConfigError):
+        rcfg.parse({"generator": gen, "goals": [{}, {}]})

@@ -491,3 +491,34 @@ def test_the_drift_oracle_sits_between_the_floor_and_a_blind_staircase():
     oracle = 1 + drift_oracle.oracle(0.5)
     blind = 1 + drift_oracle.staircase(4000)
     assert 4.0 < oracle < blind < 0.6 * 9.4
+
+
+def test_goals_share_trials_and_each_rests_on_full_length_trials():
+    dut = simdut.warming(4, LINE_64B)
+    goals = [search.SearchGoal(0.0, final_trial_duration=10,
+                               duration_sum=20),
+             search.SearchGoal(0.005, final_trial_duration=10,
+                               duration_sum=20)]
+    ndr, pdr = search.search_goals(dut.measure, LINE_64B, goals,
+                                   search.SearchConfig(resolution=0.01))
+    assert ndr.goal.label == "NDR" and pdr.goal.label == "PDR 0.5%"
+    # The PDR went first; the NDR's trials begin with the PDR's.
+    assert ndr.result.trials[:pdr.result.trial_count] == pdr.result.trials
+    for g in (ndr, pdr):
+        assert g.result.converged
+        backing = [t for t in g.result.trials if t.duration >= 10
+                   and t.passed(g.goal.loss_ratio)
+                   and t.achieved_pps >= g.lower_bound_pps]
+        assert len(backing) >= 2
+        truth = dut.truth(g.goal.loss_ratio, duration=10)
+        assert abs(g.lower_bound_pps / truth - 1) <= 0.01
+
+
+@pytest.mark.parametrize("bad", [dict(loss_ratio=1.0),
+                                 dict(exceed_ratio=1.0),
+                                 dict(final_trial_duration=0),
+                                 dict(duration_sum=10.0)])
+def test_bad_goal_is_refused_naming_the_field(bad):
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=field):
+        search.SearchGoal(**bad)
