@@ -377,16 +377,18 @@ class Placer:
     def claim(self, uuid: str, domain: str, ways: placement.PerId,
               pmd_share: bool = False, rdt_class: str | None = None,
               movable: bool = True, dry_run: bool = False,
-              mb_only: bool = False, monitor: bool = False
-              ) -> placement.Plan:
+              mb_only: bool = False, monitor: bool = False,
+              view: HostView | None = None) -> placement.Plan:
         """Decide where ``uuid``'s ways go and reserve them (only decide,
         with ``dry_run``: a live migration's destination check).
 
         Raises :class:`placement.NoPlacement` when no valid placement
-        exists; the book is then unchanged.
+        exists; the book is then unchanged.  ``view``: the operation's
+        walk of resctrl, when it has one.
         """
         with self._lock:
-            view = self._collect(self.fs)
+            if view is None:
+                view = self._collect(self.fs)
             _owners, host, reservations, groups = self._inputs(
                 view, rdt_class, claiming=uuid, mb_only=mb_only)
             old = reservations.get(uuid)
@@ -475,9 +477,13 @@ class Placer:
             reservations[uuid] = e.reservation
             plan = placement.place(host, reservations, groups,
                                    e.reservation, compaction=False)
+            moving = bool(self._class_moves or self._instance_moves)
             self._write_moves(owners, plan)
             if owners.pmd is not None and self.pmd_cos:
-                view = self._collect(self.fs)
+                if moving:
+                    # The PMD COS is resolved from the groups' masks as
+                    # they are now.
+                    view = self._collect(self.fs)
                 decided = {u: r.masks for u, r in reservations.items()
                            if r.masks and u != uuid}
                 self._write_pmd(view, owners, host, decided,

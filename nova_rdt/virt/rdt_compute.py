@@ -286,6 +286,13 @@ class RdtCompute:
                                  naming.LibvirtMachines] | None:
         """Live resctrl state and the domains libvirt already allocated
         (``domain name in`` the second asks libvirt's group names)."""
+        got = self.snapshot()
+        return None if got is None else got[1:]
+
+    def snapshot(self) -> tuple[HostView, hoststate.HostRdtState,
+                                naming.LibvirtMachines] | None:
+        """One walk of resctrl for one operation: the view, the state it
+        gives and libvirt's groups in it."""
         if self.fs is None or self.degraded is not None:
             return None
         view = self._collect()
@@ -294,7 +301,7 @@ class RdtCompute:
         state = self.placer.state_of(view, *self._libvirt_view())
         names = naming.LibvirtMachines(
             g.name for g in view.groups if g.kind == "ctrl")
-        return state, names
+        return view, state, names
 
     def _libvirt_view(self):
         """libvirt's cache CPUs and way sizes (it validates sizes against
@@ -305,12 +312,15 @@ class RdtCompute:
                 self.host_cells())
 
 
-    def host_state(self) -> hoststate.HostRdtState | None:
+    def host_state(self, view: HostView | None = None
+                   ) -> hoststate.HostRdtState | None:
         """What this host can still give: live state plus pending claims.
 
         None when resctrl is gone (unmounted, emulator dead): the host
         then publishes no RDT (:meth:`get_available_resource`) until
         resctrl answers again, when it is prepared and reconciled anew.
+        ``view``: the operation's own walk of resctrl, when it changed
+        only the book since (a claim), instead of another walk.
         """
         if self._pending is not None and not self._arrived():
             return None
@@ -318,7 +328,8 @@ class RdtCompute:
             return None
         if self.fs is None:
             return None
-        view = self._collect()
+        if view is None:
+            view = self._collect()
         if view is None:
             return None
         self._forget_failed_incoming()
@@ -430,16 +441,17 @@ class RdtCompute:
         if request is None and not monitor_default:
             self.release(instance.uuid)
             return
-        live = self.live()
+        live = self.snapshot()
         if live is None:
             self._refuse_or_ignore(instance, request,
                                        "this host has no resctrl (RDT)")
             return
-        state, allocated = live
+        view, state, allocated = live
         try:
             d, plan = self.decide(instance, request, instance.numa_topology,
                                   state, allocated, self.host_cells(),
-                                  exception.ComputeResourcesUnavailable)
+                                  exception.ComputeResourcesUnavailable,
+                                  view=view)
         except planner.CannotHonour as e:
             self._refuse_or_ignore(instance, request, str(e))
             return
@@ -466,7 +478,7 @@ class RdtCompute:
 
 
     def decide(self, instance, request, topology, state, allocated,
-               host_cells, refuse, dry_run=False):
+               host_cells, refuse, dry_run=False, view=None):
         """The compute's one decision for ``instance`` with Nova's NUMA
         ``topology`` (its pinning included) on ``state``: its demand, and
         the host's plan with it reserved (only decided, with
@@ -477,10 +489,10 @@ class RdtCompute:
                              state, host_cells,
                              self.monitor_default(request))
         return d, self.claim(instance, request, d, state, allocated,
-                             refuse, dry_run=dry_run)
+                             refuse, dry_run=dry_run, view=view)
 
     def claim(self, instance, request, d, state, allocated, refuse,
-                   dry_run=False):
+                   dry_run=False, view=None):
         """Decide where ``d``'s ways go and reserve them, or raise
         ``refuse(reason=...)``: one path for spawns and live-migration
         destinations.  Returns the host's plan with them.
@@ -498,7 +510,8 @@ class RdtCompute:
         try:
             # Every new group takes an RMID on a monitoring host (mkdir:
             # "Out of RMIDs"); the planner counts ways and CLOS only.
-            eff = self.placer.effective(state, exclude=instance.uuid)
+            eff = self.placer.effective(state, exclude=instance.uuid,
+                                        view=view)
             if (d.needs_clos or d.monitor) and eff.mon_capable \
                     and eff.rmids_free < 1 and instance.name not in allocated:
                 raise refuse(reason="nova-rdt: no free RMID (monitoring "
@@ -515,14 +528,15 @@ class RdtCompute:
                 rdt_class=rdt_class,
                 movable=slo != "latency", dry_run=dry_run,
                 mb_only=bool(d.mb) and not d.cache and rdt_class is None,
-                monitor=d.monitor)
+                monitor=d.monitor, view=view)
         except placement.NoPlacement as e:
             raise refuse(reason=f"nova-rdt: {e}") from e
         except (rdt_errors.ResctrlError, OSError) as e:
             raise refuse(reason=f"nova-rdt: resctrl: {e}") from e
         if not dry_run:
             self._released.discard(instance.uuid)
-            self.publish()
+            # resctrl is as this operation read it; only the book changed.
+            self.publish(view)
         return plan
 
     def release(self, uuid: str) -> None:
@@ -536,14 +550,15 @@ class RdtCompute:
         stopped, or arriving by live migration)."""
         return self.placer.uuids() if self.placer is not None else set()
 
-    def publish(self) -> None:
+    def publish(self, view: HostView | None = None) -> None:
         """The host's new state to the scheduler now, not at the next
         periodic task.  Never from inside the resource tracker's own calls
         (get_available_resource, update_provider_tree), which hold its
         lock: only from a claim or a release made on Nova's build, delete
         and move paths."""
         if self.virtapi is not None:
-            publish_mod.publish(self.virtapi, self.stats)
+            publish_mod.publish(
+                self.virtapi, lambda: self._stats(self.host_state(view)))
 
 
     def _refuse_or_ignore(self, instance, request, reason):

@@ -258,7 +258,7 @@ class Host:
         return self.rc.decide(inst, boot.request(), inst.numa_topology,
                               state, allocated, self.host_cells,
                               exception.ComputeResourcesUnavailable,
-                              dry_run=dry_run)
+                              dry_run=dry_run, view=view)
 
     def accepts(self, boot: Boot) -> tuple[bool, str]:
         try:
@@ -600,3 +600,20 @@ def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
     assert str(ctx.value) == (
         "No valid host was found. RDTFilter: no host can give this "
         "flavor's rdt: request: no free CLOS left")
+
+
+# -- walks of resctrl per spawn ---------------------------------------------
+
+@pytest.mark.parametrize("share", [False, True])
+def test_a_spawn_walks_resctrl_three_times(tmp_path, share):
+    """The claim decides on the walk that built the guest's config (the
+    publication after it reuses that walk: only the book changed); the
+    start walks once to make room and once, after libvirt made the
+    group, to write the decided masks.  RdtCompute publishes once more
+    after the start (not counted here: no tracker in this test)."""
+    host = _host(tmp_path, pmd_cos=True, pmd_ways=2,
+                 classes=("be:l3_ways=2",))
+    assert host.boot(Boot(ways=2)) is not None
+    before = host.fs.walks
+    assert host.boot(Boot(ways=3, share=share)) is not None
+    assert host.fs.walks - before == 3
