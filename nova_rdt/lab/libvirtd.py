@@ -179,8 +179,8 @@ class Libvirt:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.tcg_for_kvm:
-            env["PATH"] = (f"{self.bin_dir}:"
-                           f"{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}")
+            path = env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            env["PATH"] = f"{self.bin_dir}:{path}"
         return env
 
     def linux_accel(self, image=None):

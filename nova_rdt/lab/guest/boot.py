@@ -34,6 +34,9 @@ PREFIX = "nova-rdt-guest: "
 # The line each role prints once it is doing its job.
 READY = {
     "probe": PREFIX + "init ",
+    # Forwards once it finds two NICs, else idles: running is all a
+    # server without them can show.
+    "auto": PREFIX + "init ",
     "forward": PREFIX + "forwarding ",
     "noisy": PREFIX + "noisy running",
 }

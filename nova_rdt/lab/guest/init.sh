@@ -2,9 +2,14 @@
 # shellcheck shell=dash  # busybox ash, which dash rules cover
 # /init of the nova-rdt lab guest (PID 1 in the initramfs that
 # tools/build-guest-image.sh builds).  The role comes from the kernel
-# command line, nova_rdt.role=forward|noisy|probe; every line meant for
-# the host starts with "nova-rdt-guest:" on the serial console, which is
-# how nova_rdt.lab.guest.boot knows how far the guest got.
+# command line, nova_rdt.role=forward|noisy|probe|auto (auto: forward
+# when the guest has two NICs, else idle); every line meant for the host
+# starts with "nova-rdt-guest:" on the serial console, which is how
+# nova_rdt.lab.guest.boot knows how far the guest got.  The workload
+# lines are also said as the isolation scenario's cloud-init scripts say
+# them (nova_rdt/isolation/userdata.py: "nova-rdt-forwarder: testpmd",
+# "nova-rdt-noisy: memtester"), so that Tempest reads this image's
+# console as it reads a cloud image's.
 # PID 1 must never exit (the kernel would panic), so each role ends idle.
 /bin/busybox mkdir -p /bin /sbin /proc /sys /dev /tmp
 /bin/busybox --install -s /bin
@@ -17,6 +22,8 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 chmod 0755 /
 
 say() { echo "nova-rdt-guest: $*"; }
+# The isolation scenario's marks (nova_rdt.isolation.userdata).
+mark() { echo "nova-rdt-$1: $2"; }
 idle() { while :; do sleep 3600; done; }
 fail() { say "error: $*"; idle; }
 arg() { sed -n "s/.*nova_rdt\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
@@ -156,23 +163,19 @@ give_back() {
     wait_nics
 }
 
-role=$(arg role)
-say "init role=${role:-forward} kernel=$(uname -r)"
-
-case "${role:-forward}" in
-probe)
-    # Userspace reached: all the acceleration probe needs to know.
-    poweroff -f
-    idle
-    ;;
-forward)
-    # Load order (dependencies first) is computed at build time.  The
-    # virtio NICs come up as eth0/eth1 first either way; testpmd then
-    # takes them from the kernel, and gives them back if it fails.
+load_modules() {
+    # Load order (dependencies first) is computed at build time.
     # shellcheck disable=SC2013  # one module name per word
     for m in $(cat /lib/modules/load-order); do
         insmod "/lib/modules/$m.ko" || fail "insmod $m failed"
     done
+}
+
+# Forward between the two NICs: testpmd where it can, else the kernel.
+forward() {
+    # The virtio NICs come up as eth0/eth1 first either way (the caller
+    # loaded the modules); testpmd then takes them from the kernel, and
+    # gives them back if it fails.
     # Our own bridge port traffic (IPv6 autoconf) would be noise on the
     # wire the host measures.
     sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
@@ -183,6 +186,7 @@ forward)
     auto|testpmd)
         if try_testpmd; then
             say "forwarding eth0<->eth1 (testpmd)"
+            mark forwarder testpmd
             idle
         fi
         # Its own words, for whoever reads the console log.
@@ -197,6 +201,30 @@ forward)
     esac
     bridge
     say "forwarding eth0<->eth1 (kernel bridge)"
+    mark forwarder kernel
+    idle
+}
+
+role=$(arg role)
+say "init role=${role:-forward} kernel=$(uname -r)"
+
+case "${role:-forward}" in
+probe)
+    # Userspace reached: all the acceleration probe needs to know.
+    poweroff -f
+    idle
+    ;;
+forward)
+    load_modules
+    forward
+    ;;
+auto)
+    load_modules
+    n=$(virtio_nics | wc -l)
+    if [ "$n" -ge 2 ]; then
+        forward
+    fi
+    say "ready: $n virtio NICs, nothing to forward (two make it forward)"
     idle
     ;;
 noisy)
@@ -233,9 +261,10 @@ noisy)
         [ $n -gt 300 ] && fail "memtester has not started testing after 60 s"
     done
     say "noisy running ($noisy ${mib:-64} MiB, pid $pid)"
+    mark noisy "$noisy ${mib:-64} MiB"
     idle
     ;;
 *)
-    fail "unknown nova_rdt.role=$role (forward, noisy or probe)"
+    fail "unknown nova_rdt.role=$role (forward, noisy, probe or auto)"
     ;;
 esac
