@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import pytest
 
 from nova_rdt import naming
-from tests import libvirt_model as la
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
+from tests import libvirt_model as la
 
 MiB = 1024 * 1024
 # The ONP app note's E5-2658 v3: 30 MiB, 20 ways (1.5 MiB each), min 2.
