@@ -47,7 +47,7 @@ host_opts = [
                     "taken from the top of the mask.  0 leaves the PMD "
                     "cores in the HOST domain.  The ways of instances "
                     "with rdt:pmd_share=true are added to the PMD group "
-                    "on top of these."),
+                    "on top of these.  More than 0 needs pmd_cos = true."),
     cfg.BoolOpt("require_resctrl", default=True,
                 help="Refuse to start nova-compute when resctrl is not "
                      "mounted at resctrl_root or the [rdt] options cannot "
