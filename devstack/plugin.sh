@@ -248,6 +248,39 @@ function configure_tempest_nova_rdt {
     fi
     iniset "$TEMPEST_CONFIG" nova_rdt noisy_class \
         "${NOVA_RDT_CLASSES%%:*}"
+    local option var value
+    for option in $NOVA_RDT_TEMPEST_OPTIONS; do
+        var=NOVA_RDT_TEMPEST_${option^^}
+        # Set, even to nothing (mem_page_size and cpu_policy: "do not set
+        # the extra spec"), is written; unset keeps the option's default.
+        [[ -n ${!var+set} ]] || continue
+        value=${!var}
+        if [[ $option == dataplane_networks ]]; then
+            # Its own assignment, so that a failed look-up ends the phase.
+            value=$(_nova_rdt_network_ids "$value")
+        fi
+        iniset "$TEMPEST_CONFIG" nova_rdt "$option" "$value"
+    done
+}
+
+# Network names or ids, comma-separated, as ids (what the scenario's
+# dataplane_networks takes): a name is looked up in Neutron.
+function _nova_rdt_network_ids {
+    local ids=() net id
+    for net in ${1//,/ }; do
+        if [[ $net =~ ^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$ ]]; then
+            ids+=("$net")
+        else
+            if ! id=$(openstack network show -f value -c id "$net"); then
+                echo "nova-rdt plugin: NOVA_RDT_TEMPEST_DATAPLANE_NETWORKS:" \
+                    "no network $net" >&2
+                return 1
+            fi
+            ids+=("$id")
+        fi
+    done
+    local IFS=,
+    echo "${ids[*]}"
 }
 
 function uninstall_nova_rdt_hook {

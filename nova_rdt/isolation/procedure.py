@@ -75,6 +75,9 @@ class Settings:
     # Extra specs both settings share (e.g. hw:mem_page_size=large).
     common_specs: typing.Mapping[str, str] = dataclasses.field(
         default_factory=dict)
+    # hw:cpu_policy of all four flavors (the app note pins both VMs);
+    # None: not set, for computes with no dedicated CPUs.
+    cpu_policy: str | None = "dedicated"
     noisy_load: str = "memtester"
     noisy_memory_mb: int = 256              # memtester/stress-ng size
     forwarding_user_data: str | None = None  # script text, overrides ours
@@ -131,6 +134,11 @@ class Settings:
         if not 0 <= self.idle_max_cpu_share < self.busy_min_cpu_share:
             bad("idle_max_cpu_share", "must be >= 0 and below "
                                       "busy_min_cpu_share")
+        if self.cpu_policy not in (None, "dedicated", "shared"):
+            bad("cpu_policy", f"{self.cpu_policy!r} is not dedicated, "
+                              f"shared or None")
+        if "hw:cpu_policy" in self.common_specs:
+            bad("common_specs", "has hw:cpu_policy: use cpu_policy")
         for k, v in self.common_specs.items():
             if k.startswith("rdt:"):
                 bad("common_specs", f"has {k}: rdt: keys belong to the "
@@ -138,15 +146,21 @@ class Settings:
             if not isinstance(v, str):
                 bad("common_specs", f"{k}={v!r} is not a string")
 
+    def _base_specs(self) -> dict[str, str]:
+        specs = dict(self.common_specs)
+        if self.cpu_policy:
+            specs["hw:cpu_policy"] = self.cpu_policy
+        return specs
+
     def forwarding_specs(self, rdt: bool) -> dict[str, str]:
-        specs = {**self.common_specs, "hw:cpu_policy": "dedicated"}
+        specs = self._base_specs()
         if rdt:
             specs.update({"rdt:l3_cache_ways": str(self.forwarding_l3_ways),
                           "rdt:pmd_share": "true"})
         return specs
 
     def noisy_specs(self, rdt: bool) -> dict[str, str]:
-        specs = {**self.common_specs, "hw:cpu_policy": "dedicated"}
+        specs = self._base_specs()
         if rdt:
             if self.noisy_class is not None:
                 specs["rdt:class"] = self.noisy_class

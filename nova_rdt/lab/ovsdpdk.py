@@ -189,11 +189,12 @@ class OvsDpdk:
         return self.vsctl("get", "Open_vSwitch", ".", "dpdk_initialized",
                           wait=False) == "true"
 
-    def add_af_packet_port(self, port: str, iface: str) -> None:
+    def add_af_packet_port(self, port: str, iface: str,
+                           bridge: str = BRIDGE) -> None:
         """A DPDK port over a kernel interface (a veth end)."""
         vdev = f"net_af_packet{self._vdevs}"
         self._vdevs += 1
-        self.vsctl("add-port", BRIDGE, port, "--", "set", "Interface",
+        self.vsctl("add-port", bridge, port, "--", "set", "Interface",
                    port, "type=dpdk",
                    f"options:dpdk-devargs={vdev},iface={iface}")
         self._check_port(port)

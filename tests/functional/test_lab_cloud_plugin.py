@@ -89,3 +89,65 @@ def test_a_failing_phase_says_which(env, tmp_path):
     with pytest.raises(devstack_plugin.PluginError,
                        match="stack post-config failed"):
         plugin.run("post-config")
+
+
+def test_test_config_writes_the_scenarios_options(env, tmp_path):
+    """The lab cloud's NOVA_RDT_TEMPEST_* variables, as devstack's
+    local.conf would set them: each set one lands in [nova_rdt] (an
+    empty one too: "do not set the extra spec"), an unset one keeps
+    Tempest's default, and network names become ids."""
+    tempest_conf = tmp_path / "tempest.conf"
+    tempest_conf.write_text("[compute]\nimage_ref = x\n")
+    ids = ["0b5ed4f2-0c4e-4a71-9a43-7b1c5ad0c0a1",
+           "6f3b2f27-4f83-4b7e-8f1e-2d2e1b8e4c52"]
+    env = {**env, "ENABLED_SERVICES": env["ENABLED_SERVICES"] + ",tempest",
+           "TEMPEST_CONFIG": str(tempest_conf),
+           "NOVA_RDT_TEMPEST_GENERATOR": "software",
+           "NOVA_RDT_TEMPEST_GENERATOR_CONFIG": "/srv/gen.yaml",
+           "NOVA_RDT_TEMPEST_DATAPLANE_NETWORKS": ",".join(ids),
+           "NOVA_RDT_TEMPEST_FRAME_SIZES": "64,1024",
+           "NOVA_RDT_TEMPEST_CPU_POLICY": "",
+           "NOVA_RDT_TEMPEST_RDT": "emulated"}
+    env.pop("NOVA_RDT_TEMPEST_TRIAL_DURATION", None)
+    devstack_plugin.Plugin(env, str(tmp_path / "plugin.log")).run(
+        "test-config")
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(tempest_conf)
+    got = dict(conf["nova_rdt"])
+    assert got["generator"] == "software"
+    assert got["generator_config"] == "/srv/gen.yaml"
+    assert got["dataplane_networks"] == ",".join(ids)
+    assert got["frame_sizes"] == "64,1024"
+    assert got["cpu_policy"] == ""
+    assert got["rdt"] == "emulated"
+    assert "trial_duration" not in got
+    assert "mem_page_size" not in got
+
+
+def test_a_dataplane_network_name_is_looked_up(env, tmp_path):
+    """A name goes to `openstack network show` (here a stand-in on PATH
+    that answers for one name only); an id is taken as it is."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "openstack"
+    fake.write_text('#!/bin/sh\n[ "$7" = dataplane0 ] || exit 1\n'
+                    'echo 11111111-2222-3333-4444-555555555555\n')
+    fake.chmod(0o755)
+    tempest_conf = tmp_path / "tempest.conf"
+    tempest_conf.write_text("")
+    other = "6f3b2f27-4f83-4b7e-8f1e-2d2e1b8e4c52"
+    env = {**env, "ENABLED_SERVICES": env["ENABLED_SERVICES"] + ",tempest",
+           "TEMPEST_CONFIG": str(tempest_conf),
+           "PATH": f"{bindir}:{os.environ['PATH']}",
+           "NOVA_RDT_TEMPEST_DATAPLANE_NETWORKS": f"dataplane0,{other}"}
+    devstack_plugin.Plugin(env, str(tmp_path / "plugin.log")).run(
+        "test-config")
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(tempest_conf)
+    assert conf["nova_rdt"]["dataplane_networks"] == \
+        f"11111111-2222-3333-4444-555555555555,{other}"
+    env["NOVA_RDT_TEMPEST_DATAPLANE_NETWORKS"] = "nosuchnet"
+    with pytest.raises(devstack_plugin.PluginError, match="no network "
+                       "nosuchnet"):
+        devstack_plugin.Plugin(env, str(tmp_path / "plugin.log")).run(
+            "test-config")

@@ -350,3 +350,46 @@ def test_diagnostics_keep_the_scenario_s_own_microversion(waiters,
     c.load(sid)
     assert [e[1] for e in test.log if e[0] == "diagnostics"] == ["2.48"] * 2
     assert base_compute_client.COMPUTE_MICROVERSION == "2.74"
+
+
+def test_a_cloud_with_no_dedicated_cpus_and_an_emulated_resctrl():
+    """The lab cloud's [nova_rdt]: no hw:cpu_policy on any flavor, and
+    the latency ratios reported, not enforced (nothing partitions an
+    emulated cache); its facts say so."""
+    o = opts(cpu_policy="", rdt="emulated", mem_page_size="")
+    s = tcloud.settings_from_conf(o)
+    assert s.forwarding_specs(True) == {"rdt:l3_cache_ways": "4",
+                                        "rdt:pmd_share": "true"}
+    assert s.noisy_specs(False) == {}
+    assert s.enforce_ratios is None
+    _, c, _ = make(o)
+    assert c.facts()["rdt"] == "emulated"
+    shared = tcloud.settings_from_conf(opts(cpu_policy="shared"))
+    assert shared.forwarding_specs(False) == {
+        "hw:cpu_policy": "shared", "hw:mem_page_size": "large"}
+
+
+def test_port_counters_wait_for_ovsdb_after_a_measurement(tmp_path,
+                                                          waiters):
+    """libvirt's vhost-user counters come from OVSDB, refreshed every
+    5 s: read right after a measurement they would miss its end."""
+    gen = tmp_path / "rfc2544.yaml"
+    gen.write_text("max_trials: 4\ngenerator: {type: simulated, "
+                   "capacity_pps: 100000, line_rate_pps: 1000000, "
+                   "seed: 3}\n")
+    o = opts(generator="simulated", generator_config=str(gen),
+             trial_duration=0.05, latency_duration=0.05)
+    _, c, _ = make(o)
+    c.out_dir = str(tmp_path / "out")
+    test = c.test
+    sid = test.os_primary.servers_client.create_server()["server"]["id"]
+    t0 = c.clock()
+    c.port_counters(sid)
+    assert c.clock() == t0              # nothing measured yet: no wait
+    c.measure(sid, [64], short=True)
+    t1 = c.clock()
+    assert c.port_counters(sid) is not None
+    assert c.clock() - t1 == pytest.approx(tcloud.OVSDB_STATS_INTERVAL)
+    t2 = c.clock()
+    c.port_counters(sid)
+    assert c.clock() == t2              # already waited

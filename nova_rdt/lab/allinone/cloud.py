@@ -4,13 +4,19 @@ What runs where:
 
 * on the host, in the lab's directory: MariaDB, RabbitMQ (with its own
   epmd), Keystone, Glance, Placement, Neutron's API (each API under
-  uWSGI), Prometheus;
+  uWSGI) and RPC server, Prometheus;
 * in the Host lab's mount namespace (:class:`CloudLab`), where
   ``/etc/nova``, ``/etc/nova-rdt``, ``/var/lib/nova-rdt``,
   ``/etc/libvirt``, ``/run/libvirt`` and ``/sys/fs/resctrl`` are the
   lab's: the devstack plugin's phases, Nova's API (uWSGI), conductor,
-  scheduler and compute, the nova-rdt exporter and controller, beside
-  the lab's libvirtd and OVS-DPDK.
+  scheduler and compute, neutron-openvswitch-agent, the nova-rdt
+  exporter and controller, beside the lab's libvirtd and OVS-DPDK (whose
+  run directory is also ``/run/openvswitch`` there, where libvirt reads
+  vhost-user interface counters with ``ovs-vsctl``).
+
+The dataplane (:mod:`.dataplane`): two flat provider networks bridged to
+the software generator's veths, ports bound as vhost-user by Neutron and
+plugged by Nova through os-vif.
 
 Start-up runs what does not depend on each other side by side (the
 databases' migrations, the Host lab); every step is timed
@@ -36,6 +42,7 @@ import urllib.request
 
 from nova_rdt.emulator import profiles as profiles_mod
 from nova_rdt.lab import libvirtd as libvirtd_mod
+from nova_rdt.lab.allinone import dataplane as dataplane_mod
 from nova_rdt.lab.allinone import devstack_plugin
 from nova_rdt.lab.allinone import glance as glance_mod
 from nova_rdt.lab.allinone import keystone as keystone_mod
@@ -60,6 +67,9 @@ IMAGE = "nova-rdt-guest"
 #: guest) a blank disk Nova needs an image for, beside the kernel and
 #: initramfs that boot.
 ROOT_DISK_MIB = 1
+#: Guest memory Nova may hand out (MiB), file-backed ([libvirt]
+#: file_backed_memory; Nova then requires ram_allocation_ratio 1.0).
+FILE_BACKED_MEMORY_MB = 8192
 START_TIMEOUT = 180.0
 COMPUTE_TIMEOUT = 180.0
 #: Where the plugin's settings live in the namespace (its defaults).
@@ -277,7 +287,10 @@ class AllInOne:
             (self.nova_etc, nova_mod.CONF_DIR),
             (os.path.join(self.etc, "nova-rdt"),
              os.path.dirname(HOOK_SETTINGS)),
-            (os.path.join(self.data, "nova-rdt"), STATE_PATH)]
+            (os.path.join(self.data, "nova-rdt"), STATE_PATH),
+            # libvirt reads a vhost-user interface's counters (Nova's
+            # server diagnostics) with ovs-vsctl at its default database.
+            (self.lab.ovs.run_dir, "/run/openvswitch")]
         for _src, _dst in self.lab.extra_binds:
             os.makedirs(_src, exist_ok=True)
         sup = self.lab.sup
@@ -308,6 +321,17 @@ class AllInOne:
         self.nova = nova_mod.Nova(
             self.nova_etc, os.path.join(self.data, "nova"), sup, self.db,
             self.keystone, self.rabbit.transport_url, pythonpath)
+        self.agent = dataplane_mod.Agent(
+            os.path.join(self.etc, "neutron"),
+            os.path.join(self.data, "neutron-agent"),
+            self.rabbit.transport_url, self.lab.ovs, ports.free_port())
+        self.dataplane = dataplane_mod.Dataplane(self.lab)
+        #: physnet -> the dataplane network's id.
+        self.networks: dict[str, str] = {}
+        #: The agent as Neutron lists it (id, host, configurations).
+        self.agent_record: dict | None = None
+        #: The Tempest scenario's short form (--short).
+        self.tempest_short = False
         self.exporter_port = ports.free_port()
         self.controller_port = ports.free_port()
         self.prometheus_port = ports.free_port()
@@ -422,6 +446,9 @@ class AllInOne:
 
     def _start(self, pool) -> None:
         say = self.say
+        # Before anything runs: a configuration the agent cannot work
+        # with is refused here, naming the option.
+        self.agent.check()
         host = pool.submit(self._timed, "host lab (emulator, namespace, "
                            "OVS-DPDK)", self._start_host)
         # The KVM probe boots a kernel for seconds: beside the rest.
@@ -455,6 +482,8 @@ class AllInOne:
             f"{self.lab.ovs.pmd_cpu_mask:#x}) in "
             f"{self.timings.get('host lab (emulator, namespace, OVS-DPDK)')}"
             f" s")
+        self._timed("dataplane bridges and generator ports",
+                    self._start_dataplane)
         # nova.conf names the lab's OVS: written once the host is up.
         self._configure_nova()
         chains += [*(pool.submit(self._chain, f"nova-manage {i}", chain)
@@ -483,6 +512,7 @@ class AllInOne:
         for svc in (self.glance, self.placement, self.neutron):
             svc.api.spawn(env=self.env())
             self.procs.append(svc.api.proc)
+        self._start_neutron_agents()
         self.nova.api.spawn(wrap=self.lab.ns.command, env=self.env())
         self.procs.append(self.nova.api.proc)
         conductor = self._spawn(
@@ -512,8 +542,10 @@ class AllInOne:
                 f"the image {IMAGE} is a boot-sector guest, not Linux: "
                 f"{self.guest.reason}")
         self._timed("images", self._upload_images)
+        self._timed("dataplane networks", self._create_networks)
         self._timed("nova-compute up and mapped", self._wait_compute,
                     compute)
+        self._timed("neutron-openvswitch-agent reporting", self._wait_agent)
         self._timed("exporter, controller, prometheus",
                     self._start_observers)
 
@@ -527,7 +559,10 @@ class AllInOne:
     def _configure_nova(self) -> None:
         lab = self.lab
         ovs = lab.ovs
-        libvirt = {"virt_type": self.machine.virt_type}
+        # vhost-user needs guest memory OVS can map: file-backed and
+        # shared, as there are no hugepages here.
+        libvirt = {"virt_type": self.machine.virt_type,
+                   "file_backed_memory": FILE_BACKED_MEMORY_MB}
         if self.machine.virt_type == "kvm":
             libvirt.update(cpu_mode="none")
         rdt_host = {
@@ -567,10 +602,13 @@ class AllInOne:
             "NOVA_API_PASTE_INI": nova_mod.API_PASTE,
             "NOVA_BIN_DIR": bindir,
             "ENABLED_SERVICES": "key,mysql,rabbit,g-api,placement-api,"
-                                "n-api,n-cond,n-sch,n-cpu,q-svc,tempest,"
-                                "nova-rdt,nova-rdt-exporter,"
+                                "n-api,n-cond,n-sch,n-cpu,q-svc,q-agt,"
+                                "tempest,nova-rdt,nova-rdt-exporter,"
                                 "nova-rdt-controller",
+            "Q_AGENT": "openvswitch",
             "OVS_DATAPATH_TYPE": "netdev",
+            "OVS_BRIDGE_MAPPINGS": ",".join(
+                f"{p}:{b}" for p, b in dataplane_mod.BRIDGES.items()),
             "NOVA_RDT_RESERVED_HOST_WAYS": str(RESERVED_HOST_WAYS),
             "NOVA_RDT_CLASSES": CLASSES,
             "NOVA_RDT_EXPORTER_PORT": str(self.exporter_port),
@@ -580,7 +618,89 @@ class AllInOne:
             "TEMPEST_CONFIG": os.path.join(self.data, "tempest",
                                            "etc", "tempest.conf"),
             "NOVA_RDT_TEMPEST_RDT_COMPUTE": "True",
+            **self.tempest_env(),
         }
+
+    def tempest_env(self) -> dict[str, str]:
+        """The plugin's NOVA_RDT_TEMPEST_* variables for the isolation
+        scenario (its test-config phase writes them into [nova_rdt]);
+        empty until the dataplane networks exist."""
+        if len(self.networks) != len(dataplane_mod.PHYSNETS):
+            return {}
+        cdir = os.path.join(self.out_dir, "cloud")
+        gen = self.dataplane.write_generator_config(
+            os.path.join(cdir, "generator.yaml"), self.tempest_short)
+        short = self.tempest_short
+        return {
+            "NOVA_RDT_TEMPEST_GENERATOR": "software",
+            "NOVA_RDT_TEMPEST_GENERATOR_CONFIG": os.path.abspath(gen),
+            "NOVA_RDT_TEMPEST_DATAPLANE_NETWORKS": ",".join(
+                self.networks[p] for p in dataplane_mod.PHYSNETS),
+            "NOVA_RDT_TEMPEST_FRAME_SIZES": "64,1024" if short
+            else "64,256,1024,1512",
+            "NOVA_RDT_TEMPEST_TRIAL_DURATION": "0.5" if short else "2",
+            "NOVA_RDT_TEMPEST_LATENCY_DURATION": "0.5" if short else "2",
+            "NOVA_RDT_TEMPEST_SETTLE_SECONDS": "2" if short else "10",
+            "NOVA_RDT_TEMPEST_ARTIFACTS_DIR": os.path.abspath(
+                os.path.join(cdir, "tempest-artifacts")),
+            "NOVA_RDT_TEMPEST_FORWARDING_IMAGE_REF": self.images.get(
+                f"{IMAGE}", ""),
+            "NOVA_RDT_TEMPEST_NOISY_IMAGE_REF": self.images.get(
+                f"{IMAGE}-noisy", self.images.get(IMAGE, "")),
+            # No hugepages here: file-backed guest memory is what vhost-user
+            # shares ([libvirt] file_backed_memory).
+            "NOVA_RDT_TEMPEST_MEM_PAGE_SIZE": "",
+            # Two CPUs, one the PMD's: nothing to dedicate.
+            "NOVA_RDT_TEMPEST_CPU_POLICY": "",
+            "NOVA_RDT_TEMPEST_FORWARDING_VCPUS": "1",
+            "NOVA_RDT_TEMPEST_FORWARDING_RAM_MB": "256",
+            "NOVA_RDT_TEMPEST_NOISY_VCPUS": "1",
+            "NOVA_RDT_TEMPEST_NOISY_RAM_MB": "256",
+            "NOVA_RDT_TEMPEST_NOISY_MEMORY_MB": "128",
+            "NOVA_RDT_TEMPEST_DISK_GB": "1",
+            "NOVA_RDT_TEMPEST_RDT": "emulated" if self.lab.emulated
+            else "real",
+        }
+
+    def _start_dataplane(self) -> None:
+        self.dataplane.start()
+        dataplane_mod.check_bridges(self.agent.conf, self.lab.ovs)
+
+    def _start_neutron_agents(self) -> None:
+        """Neutron's RPC server (on the host, beside its API) and the
+        Open vSwitch agent (in the lab's namespace, as nova-compute: its
+        privsep helper goes through the namespace's sudo)."""
+        rpc = self._spawn("neutron-rpc-server",
+                          self.neutron.rpc_server_argv())
+        self._record("neutron-rpc-server", rpc)
+        self.agent.write()
+        agent = self._spawn(dataplane_mod.AGENT_BINARY,
+                            self.agent.argv(self.neutron.conf), ns=True)
+        self._record(dataplane_mod.AGENT_BINARY, agent,
+                     config=self.agent.conf_path)
+
+    def _create_networks(self) -> None:
+        conn = self.conn()
+        try:
+            self.networks = dataplane_mod.create_networks(conn)
+        finally:
+            conn.close()
+        self.say("dataplane networks: " + ", ".join(
+            f"{dataplane_mod.NETWORKS[p]} (flat, physnet {p}, "
+            f"{dataplane_mod.BRIDGES[p]}, generator port "
+            f"{self.dataplane.ports[p][0]})" for p in dataplane_mod.PHYSNETS))
+
+    def _wait_agent(self) -> None:
+        proc = next(p for p in self.procs
+                    if p.name == dataplane_mod.AGENT_BINARY)
+        conn = self.conn()
+        try:
+            self.agent_record = dataplane_mod.wait_agent_alive(
+                conn, proc, self.hypervisor, dataplane_mod.AGENT_TIMEOUT)
+        finally:
+            conn.close()
+        self.services[dataplane_mod.AGENT_BINARY]["agent"] = \
+            self.agent_record
 
     def _start_libvirt(self) -> None:
         """The plugin's ``stack extra`` installs the hook (and syncs the

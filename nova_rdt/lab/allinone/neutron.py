@@ -1,10 +1,13 @@
-"""Neutron's API (ML2, no agents): the network service Nova asks.
+"""Neutron: its API (uWSGI), its RPC server, and ML2 with the
+openvswitch mechanism driver and flat provider networks, as devstack
+runs it on OVS.
 
-Nova calls Neutron even for servers booted with ``--nic none``: deleting
-one lists its ports (``deallocate_for_instance``), and without a network
-endpoint that fails and the server goes to ERROR.  So the cloud runs
-neutron's API with ML2 and the openvswitch mechanism driver, as devstack
-does on OVS, but no agents: nothing here binds a port.
+The API under uWSGI serves no RPC: ``neutron-rpc-server`` is the process
+the agents report to and that turns their port updates into port status
+changes (and Nova's ``network-vif-plugged`` events, which nova-compute
+waits for before it resumes a guest).  The agent itself is
+:mod:`.dataplane`'s.  Nova calls Neutron even for servers booted with
+``--nic none`` (deleting one lists its ports).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import shutil
 import sys
 
+from nova_rdt.lab.allinone import dataplane
 from nova_rdt.lab.allinone import ini
 from nova_rdt.lab.allinone import uwsgi
 
@@ -52,8 +56,10 @@ class Neutron:
                 "transport_url": self.transport_url,
                 "api_paste_config": os.path.join(self.etc,
                                                  "api-paste.ini"),
-                "notify_nova_on_port_status_changes": False,
-                "notify_nova_on_port_data_changes": False,
+                "notify_nova_on_port_status_changes": True,
+                "notify_nova_on_port_data_changes": True,
+                # One RPC worker: two cores, as devstack's API_WORKERS.
+                "rpc_workers": 1, "rpc_state_report_workers": 1,
                 "state_path": self.data},
             "database": {"connection": self.db_url},
             "keystone_authtoken": self.keystone.authtoken(self.user),
@@ -66,9 +72,14 @@ class Neutron:
                     "tenant_network_types": "",
                     "mechanism_drivers": "openvswitch",
                     "extension_drivers": "port_security"},
-            "ml2_type_flat": {"flat_networks": "public"},
+            "ml2_type_flat": {"flat_networks": ",".join(
+                ("public",) + dataplane.PHYSNETS)},
         })
 
     def manage_steps(self) -> list[list[str]]:
         return [["neutron-db-manage", "--config-file", self.conf,
                  "--config-file", self.ml2, "upgrade", "heads"]]
+
+    def rpc_server_argv(self) -> list[str]:
+        return ["neutron-rpc-server", "--config-file", self.conf,
+                "--config-file", self.ml2]

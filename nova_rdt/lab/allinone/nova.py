@@ -77,6 +77,8 @@ class Nova:
                 "instances_path": os.path.join(self.data, "instances"),
                 "instance_name_template": "instance-%08x",
                 "allow_resize_to_same_host": True,
+                # [libvirt] file_backed_memory (vhost-user) requires both.
+                "ram_allocation_ratio": 1.0, "reserved_host_memory_mb": 0,
                 "report_interval": 10, "service_down_time": 60,
                 "shutdown_timeout": 0, "graceful_shutdown_timeout": 5,
             },

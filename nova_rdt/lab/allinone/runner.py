@@ -74,6 +74,7 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         for note in cloud.machine.forced:
             say(f"NOTE: this machine forces {note}")
         run.stage("Ready")
+        cloud.tempest_short = short
         paths = _ready(cloud, out_dir, say)
         run.summary.update(paths)
         if short:

@@ -94,6 +94,9 @@ def tempest_workspace(cloud, directory: str) -> str:
         raise RuntimeError(f"tempest init failed: {res.stderr[-2000:]}")
     conf = os.path.join(directory, "etc", "tempest.conf")
     ini.write(conf, tempest_conf(cloud))
+    # The scenario's generator, networks and frame sizes, now that the
+    # networks exist.
+    cloud.plugin.env.update(cloud.tempest_env())
     cloud.plugin.env["TEMPEST_CONFIG"] = conf
     cloud.plugin.run("test-config")
     return directory
@@ -116,6 +119,26 @@ def host_processes(cloud) -> dict[str, dict]:
     return out
 
 
+def dataplane_doc(cloud) -> dict:
+    """The dataplane networks, their bridges and the generator's ports
+    (for a user's own ``nova-rdt rfc2544 run --config``)."""
+    from nova_rdt.lab.allinone import dataplane
+    dp = cloud.dataplane
+    return {
+        "networks": {dataplane.NETWORKS[p]: {
+            "id": cloud.networks.get(p), "physnet": p,
+            "bridge": dataplane.BRIDGES[p],
+            "generator_port": dp.ports.get(p, (None, None))[0],
+            "generator_interface": dp.ports.get(p, (None, None))[1]}
+            for p in dataplane.PHYSNETS},
+        "traffic_netns": dp.netns if cloud.lab.traffic else None,
+        "agent_config": cloud.agent.conf_path,
+        "vhostuser_socket_dir": cloud.lab.ovs.run_dir,
+        "generator_config": cloud.tempest_env().get(
+            "NOVA_RDT_TEMPEST_GENERATOR_CONFIG"),
+    }
+
+
 def serve_json(cloud, path: str, workspace: str | None) -> str:
     doc = {
         "services": cloud.services,
@@ -128,6 +151,7 @@ def serve_json(cloud, path: str, workspace: str | None) -> str:
         "clouds_yaml": os.path.join(os.path.dirname(path), "clouds.yaml"),
         "clouds": [ADMIN_CLOUD, MEMBER_CLOUD],
         "hypervisor": cloud.hypervisor,
+        "dataplane": dataplane_doc(cloud),
         "virt_type": cloud.machine.virt_type,
         "virt_type_reason": cloud.machine.reason,
         "forced_by_this_machine": cloud.machine.forced,
