@@ -122,12 +122,12 @@ SPREAD = 2.0
 # long enough to lose SURE x what a full-length trial may, at its loss
 # ratio; past LONGEST x the full-length duration, a full-length trial
 # costs little more and needs no prediction.
-SURE = 1.45
+SURE = 1.6
 # A short failure is sure when it lost SURE_LOSS x what a full-length
 # trial may lose, not just 1x: the capacity's jitter between trials
 # moves a near-edge trial's loss by several per cent.
 SURE_LOSS = 1.15
-LONGEST = 0.5
+LONGEST = 0.8
 # The trial after the probe, aimed at a sure failure, goes AIM_SURE x
 # resolution over the one-failure estimate (a higher loss ratio there
 # makes the trial shorter); the full-length candidate goes FULL_MARGIN x
@@ -139,6 +139,9 @@ FULL_MARGIN = 0.75
 # The full-length phase shortens a trial meant to fail only where the
 # drop curve puts its loss at SHORTEN x the tolerance or more.
 SHORTEN = 4.0
+# Two failures of different durations that disagree by DURATION_GAP
+# (relative) or more, the longer one lower, are a DUT that holds frames.
+DURATION_GAP = 0.05
 # Exploring stops at a sure failure whose forwarded rate puts the edge
 # within NEAR_SURE resolutions under it.
 NEAR_SURE = 1.45
@@ -694,6 +697,8 @@ def _explored(run: _Run, cfg: SearchConfig):
         if run.sure(hi) and hi.forwarded_pps / (1 - tol) >= top * (
                 1 - NEAR_SURE * res):
             return None
+        if _held(b.fails) is not None:
+            return None
         if expect and top - rate <= res * top:
             return None
         if tol and not b.passes and len(b.fails) == 1:
@@ -788,10 +793,16 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
         run.say(f"{short:g} s trials passed at the generator's maximum, "
                 f"a {final:g} s trial failed there: the full-length one "
                 f"wins")
+        # Shorter trials pass where longer ones fail here (a buffer):
+        # a shortened trial would only pass again.
+        run.trust_short = False
         b.add(False, t)
         return _core(run, b, max_rate_pps, cfg, final, need,
                      plan=_proving(run, cfg))
     upper = seen.hi
+    held = _held(seen.fails) if kind == "stop" else None
+    if held is not None:
+        return _prove_held(run, b, seen, max_rate_pps, cfg, *held)
     if kind == "stop":
         top = upper.achieved_pps
         flat = upper.forwarded_pps / (1 - tol)
@@ -835,6 +846,70 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
             run.say(f"{short:g} s trials put the edge above "
                     f"{candidate:,.0f} pps, a {final:g} s trial failed "
                     f"there: the full-length one wins")
+        b.add(ok, t)
+    return _core(run, b, max_rate_pps, cfg, final, need,
+                 plan=_proving(run, cfg))
+
+
+def _held(fails: Sequence[Trial]) -> tuple[float, float] | None:
+    """``(forwarded pps, frames held)`` when the longest failure sent
+    less than the shortest, yet forwarded less by DURATION_GAP or more:
+    no drop curve does that, and a capacity that moves does not move so
+    far, but a DUT that holds frames (a deep buffer, drained after the
+    trial) does, since a short trial counts what it held as forwarded.
+    Both then lie on ``rx = forwarded * duration + held``."""
+    if len(fails) < 2:
+        return None
+    fs = sorted(fails, key=lambda t: t.duration)
+    first, last = fs[0], fs[-1]
+    if last.duration < 2 * first.duration or \
+            last.achieved_pps > first.achieved_pps or \
+            last.forwarded_pps >= first.forwarded_pps * (1 - DURATION_GAP):
+        return None
+    rate = (last.rx - first.rx) / (last.duration - first.duration)
+    held = first.rx - rate * first.duration
+    if rate <= 0 or held <= 0:
+        return None
+    return rate, held
+
+
+def _prove_held(run: _Run, b: _Bracket, seen: _Bracket,
+                max_rate_pps: float, cfg: SearchConfig, forwarded: float,
+                held: float):
+    """The full-length phase on a DUT that holds frames: its edge at the
+    final duration is where ``forwarded * final + held`` frames are
+    (1 - tolerance) of those sent; a failure there is sure only once
+    the trial outlasts what it holds, which the same line says."""
+    tol, res = cfg.loss_tolerance, cfg.resolution
+    final = cfg.trial_duration
+    need = cfg.verify_repeats + 1
+    edge = (forwarded + held / final) / (1 - tol)
+    run.say(f"longer trials forwarded less ({held:,.0f} frames held, "
+            f"{forwarded:,.0f} pps after): the edge at {final:g} s is "
+            f"near {edge:,.0f} pps, not where short trials put it")
+    rate = edge * (1 + AIM_SURE * res)
+    if b.hi is None or rate < b.hi.achieved_pps:
+        over = rate - forwarded
+        length = final
+        if tol and over > 0:
+            length = (SURE * tol * rate * final + held) / over
+            if length > LONGEST * final:
+                length = final
+            length = max(length, cfg.exploration_duration)
+        ok, t = run.classify(rate, length)
+        if not ok and not run.sure(t):
+            ok, t = run.classify(rate, final)
+        if ok and t.duration >= final:
+            b.add(True, t)
+        elif not ok:
+            b.add(False, t)
+    top = b.hi.achieved_pps if b.hi is not None else rate
+    candidate = edge * (1 - PASS_MARGIN * res)
+    closing = top * (1 - CLOSE_SURE * res)
+    if candidate < closing <= edge * (1 - res / 8):
+        candidate = closing
+    if b.lo is None or candidate > b.lo.achieved_pps:
+        ok, t = run.classify(candidate, final)
         b.add(ok, t)
     return _core(run, b, max_rate_pps, cfg, final, need,
                  plan=_proving(run, cfg))
