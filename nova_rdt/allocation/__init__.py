@@ -1,9 +1,21 @@
 """The allocation core: pure logic shared by every layer.
 
-The ``rdt:`` request language, a host's published RDT state, the planner
-(which predicts libvirt's placement), claims, the HOST/MANAGED layout,
-the PMD COS plan, class definitions and every name rule.  Nothing here
-does I/O or imports Nova; it imports only :mod:`nova_rdt.resctrl`'s pure
-modules.  Nova's layers (``api``, ``scheduler``, ``virt``) and the host
-side (``host``, ``hook``, ``exporter``) import it, never the reverse.
+* ``spec``: the ``rdt:`` flavor extra-spec language;
+* ``rdtclass``: ``[rdt] classes`` definitions;
+* ``placement``: where every way goes, the one solver (rules, search,
+  refusals, and the room it leaves for the scheduler);
+* ``hostplan``: resctrl as read, plus the reservations, as the solver's
+  input, and its plan back as schemata;
+* ``hostlayout``: the HOST/MANAGED split host preparation writes;
+* ``hoststate``: the state a compute publishes for RDTFilter;
+* ``planner``: a request as ways per cache id on a host, and the
+  filter's fast reading of the published state;
+* ``pmdplan``: the PMD COS's masks from the groups as they are;
+* ``metadata``: the ``<metadata>`` record between the driver and the
+  hook.
+
+Nothing here does I/O or imports Nova; it imports only
+:mod:`nova_rdt.resctrl`'s pure modules.  Nova's layers (``api``,
+``scheduler``, ``virt``) and the host side (``host``, ``hook``,
+``exporter``) import it, never the reverse.
 """

@@ -171,13 +171,6 @@ class Plan:
     moved: tuple[str, ...] = ()
     moved_classes: tuple[str, ...] = ()
 
-    @property
-    def clos_used(self) -> int:
-        """CLOS the plan's groups take (instances with ways of their own
-        and classes in use; the PMD group is the host's)."""
-        return sum(1 for m in self.instances.values()
-                   if any(per for per in m.values())) + len(self.classes)
-
 
 def place(host: Host, reservations: Mapping[str, Reservation],
           classes: Mapping[str, ClassGroup], new: Reservation,

@@ -1,7 +1,8 @@
-"""The libvirt hook and the host agent behind it.
+"""The libvirt hook.
 
-``hookinput`` reads libvirt's (hostile) input, ``records`` keeps what
-the hook saw start, ``agent`` applies the class groups and the PMD COS
-and reconciles, ``settings`` is the hook's resolved configuration and
-``main`` is the entry point the ``libvirt_hooks/qemu`` shim execs.
+``main`` is the entry point the ``libvirt_hooks/qemu`` shim execs,
+``hookinput`` reads libvirt's (hostile) input, ``install`` writes the
+shim and its resolved settings, and ``adopt`` finds running managed
+domains the hook has no record of, for reconcile.  What the hook does to
+resctrl is :mod:`nova_rdt.host`'s (its agent, records and settings).
 """

@@ -19,15 +19,12 @@ never calls libvirt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import classes as classes_mod
 from nova_rdt.host import context
 from nova_rdt.host import domaingroup
 from nova_rdt.host import lifecycle
-from nova_rdt.host import ovs
 from nova_rdt.host import pmdcos
 from nova_rdt.host import reconcile as reconcile_mod
 from nova_rdt.host import records as records_mod
@@ -78,40 +75,10 @@ class Agent:
     def started(self, event: HookEvent) -> None:
         self.lifecycle.started(event)
 
-    def released(self, uuid: str) -> None:
-        self.lifecycle.released(uuid)
-
-    def qemu_pid(self, name: str) -> int:
-        return self.lifecycle.qemu_pid(name)
-
-    threads = staticmethod(context.threads)
-
-    def group_holding(self, tids: Iterable[int]) -> str | None:
-        return self.lifecycle.group_holding(tids)
-
     def write_decided(self, name: str, holder: str, m: Managed) -> bool:
         return self.domain_group.write_decided(name, holder, m)
 
-    def place_here(self, event: HookEvent, holder: str) -> bool:
-        return self.domain_group.place_here(event, holder)
-
-    def set_mb_mbps(self, name: str, group: str | None,
-                    values: Iterable[tuple[int, int]]) -> None:
-        self.domain_group.set_mb_mbps(name, group, values)
-
-    # -- class groups ----------------------------------------------------
-
-    def join_class(self, name: str, tids: Iterable[int],
-                   planned: classes_mod.Planned | None = None) -> str:
-        return self.class_groups.join(name, tids, planned)
-
-    def prune_classes(self) -> list[str]:
-        return self.class_groups.prune()
-
     # -- the PMD COS -----------------------------------------------------
-
-    def ovs_client(self) -> ovs.OvsClient:
-        return self.pmd.ovs_client()
 
     def sync_pmd(self, cores: set[int] | None = None,
                  extra: tuple[records_mod.Record, ...] = (),

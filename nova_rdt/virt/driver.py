@@ -54,10 +54,6 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     # -- what the host publishes ---------------------------------------
 
-    def rdt_host_state(self) -> hoststate.HostRdtState | None:
-        """What this host can still give (None: no RDT offered now)."""
-        return self.rdt.host_state()
-
     def get_available_resource(self, nodename):
         data = super().get_available_resource(nodename)
         data["stats"].update(self.rdt.stats())

@@ -28,25 +28,7 @@ from collections.abc import Mapping
 
 from oslo_log import log as logging
 
-from nova_rdt.allocation import hoststate
-
 LOG = logging.getLogger(__name__)
-
-
-def rdt_stats(state: hoststate.HostRdtState | None,
-              degraded: str | None = None) -> dict[str, str]:
-    """The RDT entries of a compute node's ``stats``.
-
-    ``state``: what the host can give (None: no RDT now); ``degraded``:
-    why not, when resctrl went away.  An empty ``rdt`` entry, not a
-    missing one, says "no RDT": the tracker merges stats into the old
-    ones, so a missing key would leave the last good state published.
-    """
-    if state is not None:
-        return {**state.to_stats(), hoststate.DEGRADED_STAT: ""}
-    if degraded is not None:
-        return {hoststate.STATS_KEY: "", hoststate.DEGRADED_STAT: degraded}
-    return {}
 
 
 def tracker(virtapi) -> object | None:

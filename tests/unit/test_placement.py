@@ -57,7 +57,7 @@ def test_ids_the_demand_does_not_name_get_no_mask():
 def test_a_vm_without_ways_costs_no_clos_and_holds_nothing():
     book = fx.Book(fx.gold_6252(clos=0))
     plan = book.boot("mb-only", {})
-    assert plan.instances["mb-only"] == {} and plan.clos_used == 0
+    assert plan.instances["mb-only"] == {} and fx.clos_used(plan) == 0
 
 
 # -- validity ------------------------------------------------------------
@@ -200,10 +200,10 @@ def test_a_class_is_placed_with_its_first_member_and_shared_after():
     book.define("gold", ways(2))
     plan = book.boot("m1", {}, cls="gold")
     assert plan.classes == {"gold": {L3: {0: run(2, 2), 1: run(2, 2)}}}
-    assert plan.instances["m1"] == {} and plan.clos_used == 1
+    assert plan.instances["m1"] == {} and fx.clos_used(plan) == 1
     plan = book.boot("m2", {}, cls="gold")
     assert plan.classes["gold"] == {L3: {0: run(2, 2), 1: run(2, 2)}}
-    assert plan.clos_used == 1
+    assert fx.clos_used(plan) == 1
 
 
 def test_an_emptied_class_leaves_the_plan_and_its_ways_are_free():
@@ -213,7 +213,7 @@ def test_an_emptied_class_leaves_the_plan_and_its_ways_are_free():
     book.boot("m2", {}, cls="gold")
     assert "gold" in book.delete("m1").classes
     plan = book.delete("m2")
-    assert plan.classes == {} and plan.clos_used == 0
+    assert plan.classes == {} and fx.clos_used(plan) == 0
     book.boot("a", ways(7))
     assert book.masks("a") == {0: run(2, 7), 1: run(2, 7)}
 

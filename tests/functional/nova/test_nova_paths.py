@@ -83,7 +83,7 @@ class PathsTestBase(RdtNovaTestBase):
 
     def used(self, hostname):
         """L3 ways the driver counts as taken on each cache id."""
-        state = self.computes[hostname].driver.rdt_host_state()
+        state = self.computes[hostname].driver.rdt.host_state()
         return {cid: c.used["both"] for cid, c in state.cache.items()}
 
     def groups(self, hostname):

@@ -235,7 +235,7 @@ class TestParallel(RdtNovaTestBase):
         self.assertIn("no room for 4 ways", failed[0]["fault"]["message"])
         self.assertIn("nova-rdt: L3 cache id 0: no room for 4 ways",
                       self.stdlog.logger.output)
-        st = self.computes["rdt1"].driver.rdt_host_state()
+        st = self.computes["rdt1"].driver.rdt.host_state()
         for cid in (0, 1):
             # root 0x3 + two disjoint 4-way runs: 0x3c and 0x3c0.
             self.assertEqual(0x3ff, st.cache[cid].used["both"])

@@ -309,7 +309,7 @@ class TestPublishedAtOnce(_Settle, RdtNovaTestBase):
         # Nothing changed: nothing saved.
         self.assertFalse(publish.publish(
             driver.virtapi,
-            lambda: publish.rdt_stats(driver.rdt_host_state())))
+            driver.rdt.stats))
         # A plain boot makes the tracker save the node several times.
         self.boot(self.flavor())
         self.assertEqual({0: 0x7c3, 1: 0x7c3},
@@ -328,7 +328,7 @@ class TestPublishedAtOnce(_Settle, RdtNovaTestBase):
             f.write("L3:0=7c0;1=7c0\n")
         return publish.publish(
             driver.virtapi,
-            lambda: publish.rdt_stats(driver.rdt_host_state()))
+            driver.rdt.stats)
 
     def test_the_periodic_tasks_older_snapshot_does_not_win(self):
         """The periodic task reads the driver's stats before it takes the
