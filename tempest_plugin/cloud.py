@@ -119,6 +119,11 @@ class TempestCloud:
                        "forwarder": "unknown", "rdt": self.opts.rdt}
         # When the last measurement ended (see port_counters).
         self._measured_at: float | None = None
+        self._specs: dict[str, dict] = {}
+        self._flavor_of: dict[str, str] = {}
+        #: The whitebox checks of each nova-rdt pair, through the RDT
+        #: compute's exporter: {"servers", "problems"}, one per pair.
+        self.whitebox: list[dict] = []
 
     # -- facts --
     def facts(self) -> dict:
@@ -166,6 +171,7 @@ class TempestCloud:
                              self.flavors_client.delete_flavor, flavor["id"])
         if specs:
             self.flavors_client.set_flavor_extra_spec(flavor["id"], **specs)
+        self._specs[flavor["id"]] = dict(specs)
         return flavor["id"]
 
     def delete_flavor(self, flavor_id) -> None:
@@ -207,6 +213,7 @@ class TempestCloud:
             kwargs["networks"] = networks
         server = self.servers_client.create_server(**kwargs)["server"]
         self.roles[server["id"]] = role
+        self._flavor_of[server["id"]] = flavor_id
         self.test.addCleanup(self._delete_quietly, server["id"])
         return server["id"]
 
@@ -214,6 +221,42 @@ class TempestCloud:
         waiters.wait_for_server_status(self.servers_client, server_id,
                                        "ACTIVE")
         self._watch_console(server_id, self.roles.get(server_id))
+        if self.roles.get(server_id) == cloud_mod.NOISY:
+            self._check_ways(server_id)
+
+    def _check_ways(self, noisy_id) -> None:
+        """Once a nova-rdt pair runs: the forwarding VM's group holds
+        exactly its flavor's ways and shares the PMD COS on the PMD
+        cores' caches, the neighbour's is disjoint from both (the RDT
+        compute's exporter, ``/api/layout``)."""
+        from tempest_plugin import exporter as exporter_mod
+        fwd = next((sid for sid, role in self.roles.items()
+                    if role == cloud_mod.FORWARDING
+                    and "rdt:pmd_share" in self._specs.get(
+                        self._flavor_of.get(sid), {})), None)
+        specs = self._specs.get(self._flavor_of.get(fwd), {})
+        if fwd is None or not self.opts.exporter_url or not any(
+                k.startswith("rdt:") for k in self._specs.get(
+                    self._flavor_of.get(noisy_id), {})):
+            return
+        ways = int(specs["rdt:l3_cache_ways"])
+        exporter = exporter_mod.Exporter(self.opts.exporter_url)
+        last = {"problems": ["not read"]}
+
+        def settled():
+            # The hook publishes the PMD COS it derives a moment after
+            # the domain starts: read until it holds or time is up.
+            last["problems"] = exporter_mod.pmd_sharing_problems(
+                exporter.layout(), fwd, ways, noisy_id)
+            return not last["problems"]
+        exporter.wait_for("the pair's groups", settled, timeout=30)
+        self.whitebox.append({"servers": {"forwarding": fwd,
+                                          "noisy": noisy_id},
+                              "problems": last["problems"]})
+        LOG.info("whitebox (exporter /api/layout): %s",
+                 "; ".join(last["problems"]) or "the forwarding VM holds "
+                 f"its {ways} ways and shares the PMD COS; the neighbour's "
+                 "ways are its own")
 
     def host_of(self, server_id) -> str:
         server = self.admin_servers_client.show_server(server_id)["server"]

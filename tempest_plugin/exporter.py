@@ -67,3 +67,81 @@ class Exporter:
             if value or time.monotonic() > deadline:
                 return value
             time.sleep(interval)
+
+
+def way_sets(layout: dict) -> dict[str, dict[str, set[int]]]:
+    """group -> cache ("L3:0", "L3DATA:1"...) -> the ways it holds
+    there, from ``/api/layout``'s way map (L3 only)."""
+    out: dict[str, dict[str, set[int]]] = {}
+    for cache in layout.get("caches", []):
+        if not cache["resource"].startswith("L3"):
+            continue
+        key = f"{cache['resource']}:{cache['cache_id']}"
+        for cell in cache["cells"]:
+            for owner in cell["owners"]:
+                out.setdefault(owner["group"], {}).setdefault(
+                    key, set()).add(cell["way"])
+    return out
+
+
+def _groups_of(layout: dict, uuid: str) -> list[str]:
+    return [g["group"] for g in layout.get("groups", [])
+            if g.get("instance_uuid") == uuid and g["kind"] == "instance"]
+
+
+def _show(ways: dict[str, set[int]]) -> str:
+    return "; ".join(f"{k}={sorted(v)}" for k, v in sorted(ways.items()))
+
+
+def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
+                         neighbour: str) -> list[str]:
+    """What is wrong, read from one ``/api/layout``, with a PMD-sharing
+    server (``rdt:pmd_share=true``, ``sharer_ways`` ways) beside a
+    neighbour on ways of its own: the sharer's group holds exactly its
+    flavor's ways on every cache it is on, and shares ways with the PMD
+    COS on every cache the PMD COS is on (the PMD cores' caches); the
+    neighbour's group touches neither.  Empty: all holds."""
+    sets = way_sets(layout)
+    problems = []
+    pmd: dict[str, set[int]] = {}
+    for g in layout.get("groups", []):
+        if g["kind"] == "pmd":
+            for key, ways in sets.get(g["group"], {}).items():
+                pmd.setdefault(key, set()).update(ways)
+    if not pmd:
+        problems.append("no PMD COS holds ways on any cache")
+
+    def one(uuid, what):
+        groups = _groups_of(layout, uuid)
+        if len(groups) != 1:
+            problems.append(f"the {what} ({uuid}) has {len(groups)} "
+                            f"groups of its own: {groups}")
+            return groups[0] if groups else None, {}
+        return groups[0], sets.get(groups[0], {})
+
+    fgroup, fways = one(sharer, "PMD-sharing server")
+    ngroup, nways = one(neighbour, "neighbour")
+    if fgroup and not fways:
+        problems.append(f"the PMD-sharing server's group {fgroup} holds "
+                        f"no L3 ways")
+    for key, ways in sorted(fways.items()):
+        if len(ways) != sharer_ways:
+            problems.append(f"{fgroup} holds {len(ways)} ways on {key}, "
+                            f"not its flavor's {sharer_ways}: {sorted(ways)}")
+    for key, ways in sorted(pmd.items()):
+        if not ways & fways.get(key, set()):
+            problems.append(f"{fgroup} shares no way with the PMD COS on "
+                            f"{key} (PMD {sorted(ways)}, "
+                            f"{sorted(fways.get(key, ()))})")
+    if ngroup and not nways:
+        problems.append(f"the neighbour's group {ngroup} holds no L3 ways")
+    for key, ways in sorted(nways.items()):
+        for other, what in ((fways, fgroup), (pmd, "the PMD COS")):
+            both = ways & other.get(key, set())
+            if both:
+                problems.append(f"the neighbour's group {ngroup} shares "
+                                f"ways {sorted(both)} with {what} on {key}")
+    if problems:
+        problems.append(f"(sharer {_show(fways)}; PMD {_show(pmd)}; "
+                        f"neighbour {_show(nways)})")
+    return problems

@@ -369,7 +369,22 @@ def tempest_run(workspace: str, env: dict, regex: str = "tempest_plugin",
             "status": res.returncode, "seconds":
             round(time.monotonic() - t0, 1), **counts,
             "skips": [{"test": t, "reason": r} for t, r in skips],
-            "failures": failures, "output": "tempest-run.txt"}
+            "failures": failures, "output": "tempest-run.txt",
+            "lines": own_lines(out)}
+
+
+def own_lines(out: str) -> list[str]:
+    """Tempest's own verdict lines (one per test, ``... ok``, ``...
+    SKIPPED: why``, ``... FAILED``) and its Totals block, as it printed
+    them."""
+    lines = [ln for ln in out.splitlines()
+             if re.match(r"^\{\d+\} \S+.* \.\.\. (ok|SKIPPED|FAILED)", ln)]
+    m = re.search(r"^=+\nTotals\n=+\n(.*?)(?:\n\s*\n|\n=+\n|\Z)", out,
+                  re.M | re.S)
+    if m:
+        lines += ["Totals"] + [ln for ln in m.group(1).splitlines()
+                               if ln.strip()]
+    return lines
 
 
 def _one(text: str) -> str:

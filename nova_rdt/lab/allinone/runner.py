@@ -188,14 +188,41 @@ def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
     run.stage("Tempest (tempest run --regex tempest_plugin)")
     t = checks_mod.tempest_run(paths["tempest_workspace"], cloud.env())
     run.summary["tempest"] = t
+    for line in t["lines"]:
+        say("  " + line)
     say(f"{t['passed']} passed, {t['skipped']} skipped, {t['failed']} "
         f"failed in {t['seconds']} s (exit status {t['status']})")
+    found = isolation_artifacts(cloud)
+    if found:
+        run.summary["isolation"] = found
+        say(f"isolation scenario: tables {found['tables']}, summary "
+            f"{found['summary']}")
     for s in t["skips"]:
         say(f"  skipped {s['test']}: {s['reason']}")
     for f in t["failures"]:
         say(f"  FAILED {f}")
     ok = all(c.ok is not False for c in chk.results)
     return ok and t["failed"] == 0 and t["status"] == 0
+
+
+def isolation_artifacts(cloud) -> dict | None:
+    """Where the Tempest isolation scenario left its Tables 3-2/3-3
+    analogues and summary.json (under ``[nova_rdt] artifacts_dir``, one
+    directory per run; the newest), or None."""
+    from nova_rdt.isolation import artifacts
+    base = cloud.tempest_env().get("NOVA_RDT_TEMPEST_ARTIFACTS_DIR")
+    if not base or not os.path.isdir(base):
+        return None
+    runs = [os.path.join(base, d) for d in os.listdir(base)
+            if os.path.isfile(os.path.join(base, d, artifacts.SUMMARY))]
+    if not runs:
+        return None
+    newest = max(runs, key=os.path.getmtime)
+    return {"dir": newest,
+            "summary": os.path.join(newest, artifacts.SUMMARY),
+            "tables": os.path.join(newest, "tables.txt"),
+            "csv": sorted(os.path.join(newest, f) for f in os.listdir(newest)
+                          if f.endswith(".csv"))}
 
 
 def _say_summary(say, summary: dict) -> None:
@@ -224,5 +251,7 @@ def _say_summary(say, summary: dict) -> None:
     for key in ("exchange", "serve_json", "tempest_workspace"):
         if summary.get(key):
             say(f"{key.replace('_', ' ')}: {summary[key]}")
+    if summary.get("isolation"):
+        say(f"isolation tables: {summary['isolation']['tables']}")
     say(f"summary: {os.path.join(summary['out_dir'], 'summary.json')}")
     say(f"logs:    {summary['log_file']}")

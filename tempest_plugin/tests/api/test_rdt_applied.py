@@ -5,6 +5,9 @@ its nova-rdt exporter (``[nova_rdt] exporter_url``).
 * an ``rdt:`` flavor's server gets the ways and the MB its flavor asked
   for, on every cache its group holds;
 * a class costs one CLOS however many members it has;
+* a PMD-sharing server (``rdt:pmd_share=true``) holds exactly its
+  flavor's ways and shares them with the OVS-DPDK PMD COS on the PMD
+  cores' caches, and a neighbour's ways touch neither;
 * (negative) asking for more ways than the host can give is refused by
   the scheduler: the server's fault says "No valid host" with
   RDTFilter's reason (and no host name), and no group is made.
@@ -110,6 +113,29 @@ class RdtAppliedTest(_RdtAppliedBase):
         # Members have no ways of their own: they are in the class group.
         self.assertEqual({}, self.exporter.instance_ways(first))
         self.assertEqual({}, self.exporter.instance_ways(second))
+
+    @decorators.idempotent_id("bf48a43c-8b3a-478e-b055-294cf5fce1ad")
+    def test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways(self):
+        layout = self.exporter.layout()
+        if not any(g["kind"] == "pmd" for g in layout.get("groups", [])):
+            raise self.skipException(
+                "the RDT compute keeps no PMD COS (no group of kind pmd in "
+                "its exporter's /api/layout: [rdt] pmd_cos = False, or no "
+                "OVS-DPDK PMD threads)")
+        ways = CONF.nova_rdt.forwarding_l3_ways
+        sharer = self.boot(self.flavor({"rdt:l3_cache_ways": str(ways),
+                                        "rdt:pmd_share": "true"}))
+        neighbour = self.boot(self.flavor(
+            {"rdt:l3_cache_ways": str(CONF.nova_rdt.noisy_l3_ways)}))
+        last = {}
+
+        def settled():
+            # The hook derives the PMD COS again as a sharer starts.
+            last["problems"] = exporter_mod.pmd_sharing_problems(
+                self.exporter.layout(), sharer, ways, neighbour)
+            return not last["problems"]
+        self.exporter.wait_for("the pair's groups", settled)
+        self.assertEqual([], last["problems"])
 
 
 class RdtAppliedNegativeTest(_RdtAppliedBase):

@@ -54,6 +54,7 @@ class RdtIsolationScenarioTest(manager.ScenarioTest):
                            data_utils.rand_name("isolation"))
         cloud = tempest_cloud.TempestCloud(self, settings, CONF, out)
         summary = procedure.run(cloud, settings, progress=LOG.info)
+        summary["whitebox"] = cloud.whitebox
         artifacts.write(summary, out)
         LOG.info("accel %s, forwarder %s, rdt %s\n%s", summary["accel"],
                  summary["forwarder"], summary["rdt"],
@@ -62,4 +63,11 @@ class RdtIsolationScenarioTest(manager.ScenarioTest):
                   f"{v.get('neighbour', '-')}): {v['detail']}"
                   for v in summary["verdicts"]
                   if v["binding"] and v["ok"] is False]
+        # Whitebox, where the RDT compute's exporter is configured: the
+        # nova-rdt pair's groups as the flavors asked.
+        failed += [f"whitebox: {p}" for w in cloud.whitebox
+                   for p in w["problems"]]
+        if CONF.nova_rdt.exporter_url and not cloud.whitebox:
+            failed.append("whitebox: the nova-rdt pair's groups were not "
+                          "read from the exporter")
         self.assertEqual([], failed, f"summary and tables in {out}")
