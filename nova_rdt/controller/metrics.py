@@ -1,16 +1,24 @@
 """The controller's Prometheus metrics, and a small server for them.
 
-Rendering is pure (:meth:`Metrics.render`); the server only serves the
-text.  Names start ``nova_rdt_controller_`` so they sit beside the
-exporter's ``nova_rdt_`` series in one dashboard.  The port takes the
-exporter's web configuration (TLS and basic auth,
-:mod:`nova_rdt.web.webconfig`).
+Rendering is prometheus-client's, as the exporter's is
+(:meth:`Metrics.render`); the server only serves the text.  Names
+start ``nova_rdt_controller_`` so they sit beside the exporter's
+``nova_rdt_`` series in one dashboard.  The port takes the exporter's
+web configuration (TLS and basic auth, :mod:`nova_rdt.web.webconfig`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import http.server
 import threading
+
+from prometheus_client import CollectorRegistry
+from prometheus_client import exposition
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from nova_rdt.web import webconfig
 
@@ -18,11 +26,10 @@ PREFIX = "nova_rdt_controller_"
 CLIENT_TIMEOUT = 10.0
 
 
-def _esc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class Metrics(Collector):
+    """The controller's series, rendered by prometheus-client as the
+    exporter's are (escaping, number format, TYPE lines)."""
 
-
-class Metrics:
     def __init__(self, host: str, policy: str, dry_run: bool):
         self.host = host
         self.policy = policy
@@ -38,6 +45,8 @@ class Metrics:
         self.decisions: dict[tuple[str, str, str], int] = {}
         self.periods = 0
         self.errors = 0
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(self)
 
     def set_class(self, name, mb, static_mb, ways, static_ways, bw):
         with self._lock:
@@ -58,68 +67,66 @@ class Metrics:
             self.decisions[key] = self.decisions.get(key, 0) + 1
 
     def render(self) -> str:
-        with self._lock:
-            return self._render()
+        return exposition.generate_latest(self._registry).decode()
 
-    def _render(self) -> str:
-        h = f'host="{_esc(self.host)}"'
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            return iter(self._families())
+
+    def _families(self) -> list[Metric]:
         out = []
 
-        def family(name, kind, text, rows):
-            out.append(f"# HELP {PREFIX}{name} {text}")
-            out.append(f"# TYPE {PREFIX}{name} {kind}")
-            for labels, value in rows:
-                if value is None:
-                    continue
-                lab = ",".join([h] + [f'{k}="{_esc(str(v))}"'
-                                      for k, v in labels])
-                out.append(f"{PREFIX}{name}{{{lab}}} {value:g}"
-                           if isinstance(value, float)
-                           else f"{PREFIX}{name}{{{lab}}} {value}")
+        def family(name, kind, text, labels, rows):
+            cls = CounterMetricFamily if kind == "counter" \
+                else GaugeMetricFamily
+            f = cls(PREFIX + name, text, labels=["host", *labels])
+            for values, value in rows:
+                if value is not None:
+                    f.add_metric([self.host, *values], value)
+            out.append(f)
 
         family("info", "gauge", "The controller's policy and mode.",
-               [((("policy", self.policy),
-                  ("dry_run", str(self.dry_run).lower())), 1)])
+               ["policy", "dry_run"],
+               [((self.policy, str(self.dry_run).lower()), 1)])
         family("class_mb", "gauge",
                "Current MB of a best-effort class (percent or MBps).",
-               [((("class", c),), v) for c, v in sorted(self.mb.items())])
+               ["class"], [((c,), v) for c, v in sorted(self.mb.items())])
         family("class_static_mb", "gauge",
-               "The class's static MB, restored on stop.",
-               [((("class", c),), v)
-                for c, v in sorted(self.static_mb.items())])
+               "The class's static MB, restored on stop.", ["class"],
+               [((c,), v) for c, v in sorted(self.static_mb.items())])
         family("class_l3_ways", "gauge",
                "Current L3 ways per cache id of a best-effort class.",
-               [((("class", c),), v) for c, v in sorted(self.ways.items())])
+               ["class"], [((c,), v) for c, v in sorted(self.ways.items())])
         family("class_static_l3_ways", "gauge",
-               "The class's static L3 ways per cache id.",
-               [((("class", c),), v)
-                for c, v in sorted(self.static_ways.items())])
+               "The class's static L3 ways per cache id.", ["class"],
+               [((c,), v) for c, v in sorted(self.static_ways.items())])
         family("class_bandwidth_bytes", "gauge",
                "MBM total bandwidth of a class, bytes/s, last period.",
-               [((("class", c),), float(v))
-                for c, v in sorted(self.bandwidth.items())])
+               ["class"],
+               [((c,), float(v)) for c, v in sorted(self.bandwidth.items())])
         family("protected_bandwidth_bytes", "gauge",
                "MBM total bandwidth of a protected instance, bytes/s.",
-               [((("instance", i),), float(v))
+               ["instance"],
+               [((i,), float(v))
                 for i, v in sorted(self.protected_bandwidth.items())])
         family("slo_value", "gauge",
-               "Last SLO signal of a protected instance.",
-               [((("instance", i),), float(v))
+               "Last SLO signal of a protected instance.", ["instance"],
+               [((i,), float(v))
                 for i, (v, _t) in sorted(self.slo.items()) if v is not None])
         family("slo_target", "gauge", "SLO target of a protected instance.",
-               [((("instance", i),), float(t))
-                for i, (_v, t) in sorted(self.slo.items())])
-        family("decisions_total", "counter",
+               ["instance"],
+               [((i,), float(t)) for i, (_v, t) in sorted(self.slo.items())])
+        family("decisions", "counter",
                "Decisions by class, reason and outcome (applied, held, "
-               "dry_run, refused).",
-               [((("class", c), ("reason", r), ("outcome", o)), n)
+               "dry_run, refused).", ["class", "reason", "outcome"],
+               [((c, r, o), n)
                 for (c, r, o), n in sorted(self.decisions.items())])
-        family("periods_total", "counter", "Control periods run.",
+        family("periods", "counter", "Control periods run.", [],
                [((), self.periods)])
-        family("errors_total", "counter",
-               "Periods with an error (logged with its reason).",
+        family("errors", "counter",
+               "Periods with an error (logged with its reason).", [],
                [((), self.errors)])
-        return "\n".join(out) + "\n"
+        return out
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -146,8 +153,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         body = self.server.metrics.render().encode()  # type: ignore
         self.send_response(200)
-        self.send_header("Content-Type",
-                         "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Type", exposition.CONTENT_TYPE_LATEST)
         self.send_header("Content-Length", str(len(body)))
         for k, v in extra:
             self.send_header(k, v)

@@ -237,11 +237,13 @@ def test_metrics_text():
     mt.count("nova-rdt-class-lp", "slo_violated", "applied")
     mt.slo["vm"] = (0.9, 1.0)
     text = mt.render()
-    assert 'nova_rdt_controller_class_mb{host="h\\"1",' \
-           'class="nova-rdt-class-lp"} 30' in text
-    assert 'reason="slo_violated",outcome="applied"} 2' in text
+    # prometheus-client's text, as the exporter's: labels sorted, values
+    # as floats, the host's quote escaped.
+    assert 'nova_rdt_controller_class_mb{class="nova-rdt-class-lp",' \
+           'host="h\\"1"} 30.0' in text
+    assert 'outcome="applied",reason="slo_violated"} 2.0' in text
     assert "# TYPE nova_rdt_controller_decisions_total counter" in text
-    assert 'nova_rdt_controller_slo_target{host="h\\"1",instance="vm"} 1' \
+    assert 'nova_rdt_controller_slo_target{host="h\\"1",instance="vm"} 1.0' \
         in text
     mt.drop_class("nova-rdt-class-lp")
     assert "class_mb{" not in mt.render()
