@@ -31,9 +31,8 @@ NOISY_LOADS = ("memtester", "stress-ng")
 
 EMULATED_NOTE = (
     "RDT is emulated on this host: the nova-rdt flavors are scheduled, "
-    "written into the domains and applied to the emulated resctrl (by "
-    "libvirt, or by the lab in its stead where libvirt refuses them under "
-    "TCG), but no hardware enforces the cache partitioning, so the RDT "
+    "written into the domains and applied to the emulated resctrl by "
+    "libvirt, but no hardware enforces the cache partitioning, so the RDT "
     "on/off difference is not a measurement of CAT.  The CPU and L3 "
     "contention between the two VMs is real: the idle/busy difference is "
     "a real measurement.")
