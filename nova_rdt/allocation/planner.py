@@ -423,7 +423,8 @@ class HostSummary:
     """
 
     __slots__ = ("raw", "shape", "clos_free", "need_rmid", "cmt",
-                 "l3", "cells", "disjoint", "classes", "last", "l3_cpus")
+                 "l3", "cells", "disjoint", "classes", "last", "l3_cpus",
+                 "several")
     raw: str
     shape: str                     # the hardware: the memo's key
     clos_free: int
@@ -434,6 +435,7 @@ class HostSummary:
     cells: list[Any]               # [cell, cpus, cache indexes]
     disjoint: bool | None          # no cache id in two cells (lazy)
     l3_cpus: list[frozenset[int]] | None   # CPUs per cache index (lazy)
+    several: bool | None           # a cell with several cache ids (lazy)
     classes: list[Any] | None      # [name, ways, mb, exists, can make]
     last: tuple[int, int] | None   # (request key, verdict)
 
@@ -464,6 +466,7 @@ class HostSummary:
                 [[c[0], "", [i]] for i, c in enumerate(l3)]
             self.disjoint = None
             self.l3_cpus = None
+            self.several = None
             self.classes = doc.get("cls")
             self.last = None
             return self
@@ -573,7 +576,10 @@ class HostSummary:
     def several_per_cell(self) -> bool:
         """Whether a host cell holds more than one cache id (AMD's NPS1
         and NPS2): then which CPUs Nova pins matters."""
-        return any(len(c[2]) > 1 for c in self.cells)
+        several = self.several
+        if several is None:
+            several = self.several = any(len(c[2]) > 1 for c in self.cells)
+        return several
 
     def _fits_indexes(self, asks: Sequence[Any],
                       per_node: Sequence[Sequence[int] | None],

@@ -482,8 +482,8 @@ class RDTFilter(filters.BaseHostFilter):
                 verdict = summary.verdict(req, r.placement, r.memo,
                                           eligible)
         if verdict != summary.ALL and r.pinned \
-                and host_state.numa_topology is not None \
-                and summary.several_per_cell:
+                and summary.several_per_cell \
+                and host_state.numa_topology is not None:
             # Several L3s in one host cell: a pinned guest node uses only
             # its pCPUs' L3, and Nova's fit says which those are.
             per_node = r.pinned_l3(host_state, summary)
