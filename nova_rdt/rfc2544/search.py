@@ -99,6 +99,10 @@ FLOOR = 1 / 64
 PASS_MARGIN = 0.3
 FAIL_AIM = 0.5
 CLOSE = 0.8
+ONE_FAIL_PASS = 0.6
+# A failure that forwarded within GENTLE resolutions (plus the
+# tolerance) of what it sent only barely failed.
+GENTLE = 0.5
 # Where the capacity moves between trials, the search walks a staircase
 # instead: STEP x resolution from the last trial (up from a pass, down
 # from a failure), as far as still closes the bracket with it, once the
@@ -311,6 +315,10 @@ class _Bracket:
         self.rises = 0                 # passes since the last failure
         self.surprises = 0             # trials against the estimate
         self.failed: list[Trial] = []  # every failure, overturned or not
+        # Set when trials shorter than this are known to disagree with
+        # ones this long: their forwarded rates then say nothing of the
+        # drop curve at this length.
+        self.curve_duration = 0.0
 
     def add(self, ok: bool, t: Trial) -> None:
         a = t.achieved_pps
@@ -329,9 +337,17 @@ class _Bracket:
         most a failure forwarded under one that was sent more.  A DUT
         whose forwarding only falls with the load shows none."""
         fs = sorted(self.failed, key=lambda t: t.achieved_pps)
+        # Once lengths are known to matter, only trials of one length
+        # compare: a longer trial forwards less than a short one through
+        # a buffer, more through a warm-up, and neither is the capacity
+        # moving.
         return max((1 - lo.forwarded_pps / hi.forwarded_pps
                     for i, lo in enumerate(fs) for hi in fs[i + 1:]
-                    if hi.forwarded_pps > 0), default=0.0)
+                    if hi.forwarded_pps > 0 and (
+                        not self.curve_duration or
+                        abs(hi.duration - lo.duration) <= 0.1 *
+                        hi.duration)),
+                   default=0.0)
 
     def moving(self, res: float) -> bool:
         """Whether two failures say the capacity moved between them."""
@@ -366,9 +382,19 @@ class _Bracket:
         return self.closes(self.lo, res)
 
     def bracket(self, res: float) -> tuple[float, float | None]:
-        """:func:`edge_bracket` of the failures."""
+        """:func:`edge_bracket` of the failures: only the longest ones
+        once shorter trials are known to say something else
+        (``curve_duration``).  With none of those and a pass, (0, 0):
+        nothing puts the edge anywhere above that pass."""
+        fails = self.fails
+        if self.curve_duration:
+            fails = [t for t in fails if t.duration >= self.curve_duration]
+            if not fails:
+                if self.lo is not None:
+                    return 0.0, 0.0
+                fails = self.fails
         return edge_bracket([(t.achieved_pps, t.forwarded_pps)
-                             for t in self.fails], self.tol, res)
+                             for t in fails], self.tol, res)
 
 
 def edge_bracket(fails: Sequence[tuple[float, float]], tol: float,
@@ -506,6 +532,20 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
     # The lowest pass, and the highest failure, that would close it.
     pass_close = top * (1 - CLOSE * res)
     fail_close = bottom * (1 + CLOSE * res)
+    if bottom and high == 0.0:
+        # No failure of this length says where the edge is: up from
+        # the pass in doubling steps, never past the geometric middle.
+        return min(bottom * (1 + res * 2 ** b.rises),
+                   math.sqrt(bottom * top)), None
+    if bottom and b.curve_duration and b.streak >= 2 and all(
+            t.forwarded_pps >= t.achieved_pps * (1 - b.tol - GENTLE * res)
+            for t in b.failed[-2:]):
+        # Shorter trials have disagreed with longer ones, and two
+        # failures in a row each barely failed: the loss grows slowly
+        # past the edge (a warm-up's frames, lost whatever the rate),
+        # and their forwarded rates put the edge just under each of
+        # them in turn.  Halve the bracket instead.
+        return (bottom + top) / 2, None
     if _noisy(b, res):
         # The capacity moves between trials (a neighbour's load, a noisy
         # host), so the forwarded rate of the last failure says little
@@ -525,11 +565,12 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
             # collapsing one passes, which proves the collapse.
             rate = low * (1 + FAIL_AIM * res)
             if rate >= top * (1 - res):
-                # The failure is next to the edge: a pass just under the
-                # edge (if a noisy trial failed under it, a pass as low
-                # as closes the bracket would land a resolution under).
-                return max(pass_close, min(low * (1 - PASS_MARGIN * res),
-                                           top * (1 - res / 8))), True
+                # The failure is next to the edge: a pass that closes
+                # the bracket, but not as low as it may be (if a noisy
+                # trial failed just under the edge, that would land a
+                # resolution under it).
+                return min(top * (1 - ONE_FAIL_PASS * res), max(
+                    pass_close, low * (1 - PASS_MARGIN * res))), True
             return rate, None
         # Fail again, as high as the steepest drop expected needs: the
         # second point of the secants.
@@ -659,6 +700,7 @@ def _core(run: _Run, b: _Bracket, max_rate_pps: float, cfg: SearchConfig,
                         f"where a failure was expected: only a "
                         f"{duration:g} s one can say")
                 run.trust_short = False
+                b.curve_duration = duration
             ok, t = run.classify(rate, duration)
             length = duration
         if expect is not None and ok != expect:
@@ -779,7 +821,6 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
     them there too, whatever its buffer or warm-up does later)."""
     tol, res = cfg.loss_tolerance, cfg.resolution
     final, short = cfg.trial_duration, cfg.exploration_duration
-    need = cfg.verify_repeats + 1
     seen = _Bracket(tol)
     for t in seed:
         seen.add(t.passed(tol), t)
@@ -797,8 +838,7 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
         # a shortened trial would only pass again.
         run.trust_short = False
         b.add(False, t)
-        return _core(run, b, max_rate_pps, cfg, final, need,
-                     plan=_proving(run, cfg))
+        return _prove(run, b, max_rate_pps, cfg)
     upper = seen.hi
     held = _held(seen.fails) if kind == "stop" else None
     if held is not None:
@@ -825,6 +865,13 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
         else:
             rate = upper.achieved_pps
             longer = run.sure_duration(upper)
+            if candidate is not None and tol:
+                # As high as still closes the bracket with the candidate:
+                # the more it loses, the shorter it may be.
+                higher = candidate / (1 - CLOSE_SURE * res)
+                if higher > rate:
+                    loss = 1 - (1 - upper.loss_ratio) * rate / higher
+                    rate, longer = higher, run.sure_duration_at(loss)
             ok, t = run.classify(rate, longer)
             if not ok and longer < final and not run.sure(t):
                 # Still within what a full-length trial may lose: only
@@ -834,6 +881,7 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
                 run.say(f"a {upper.duration:g} s trial failed at "
                         f"{rate:,.0f} pps, a {t.duration:g} s one "
                         f"passed: the longer one wins")
+                run.trust_short = False
                 if t.duration >= final:
                     b.add(True, t)
                 candidate = None
@@ -847,8 +895,15 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
                     f"{candidate:,.0f} pps, a {final:g} s trial failed "
                     f"there: the full-length one wins")
         b.add(ok, t)
-    return _core(run, b, max_rate_pps, cfg, final, need,
-                 plan=_proving(run, cfg))
+    return _prove(run, b, max_rate_pps, cfg)
+
+
+def _prove(run: _Run, b: _Bracket, max_rate_pps: float, cfg: SearchConfig):
+    """The full-length phase, from the bracket so far."""
+    if not run.trust_short:
+        b.curve_duration = cfg.trial_duration
+    return _core(run, b, max_rate_pps, cfg, cfg.trial_duration,
+                 cfg.verify_repeats + 1, plan=_proving(run, cfg))
 
 
 def _held(fails: Sequence[Trial]) -> tuple[float, float] | None:
@@ -882,7 +937,6 @@ def _prove_held(run: _Run, b: _Bracket, seen: _Bracket,
     the trial outlasts what it holds, which the same line says."""
     tol, res = cfg.loss_tolerance, cfg.resolution
     final = cfg.trial_duration
-    need = cfg.verify_repeats + 1
     edge = (forwarded + held / final) / (1 - tol)
     run.say(f"longer trials forwarded less ({held:,.0f} frames held, "
             f"{forwarded:,.0f} pps after): the edge at {final:g} s is "
@@ -911,8 +965,7 @@ def _prove_held(run: _Run, b: _Bracket, seen: _Bracket,
     if b.lo is None or candidate > b.lo.achieved_pps:
         ok, t = run.classify(candidate, final)
         b.add(ok, t)
-    return _core(run, b, max_rate_pps, cfg, final, need,
-                 plan=_proving(run, cfg))
+    return _prove(run, b, max_rate_pps, cfg)
 
 
 def _result(run, lo, hi, converged, at_max, note) -> SearchResult:
