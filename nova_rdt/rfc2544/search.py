@@ -537,14 +537,15 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
         # the pass in doubling steps, never past the geometric middle.
         return min(bottom * (1 + res * 2 ** b.rises),
                    math.sqrt(bottom * top)), None
-    if bottom and b.curve_duration and b.streak >= 2 and all(
+    creep = 2 if b.curve_duration else 3
+    if bottom and b.streak >= creep and all(
             t.forwarded_pps >= t.achieved_pps * (1 - b.tol - GENTLE * res)
-            for t in b.failed[-2:]):
-        # Shorter trials have disagreed with longer ones, and two
-        # failures in a row each barely failed: the loss grows slowly
-        # past the edge (a warm-up's frames, lost whatever the rate),
-        # and their forwarded rates put the edge just under each of
-        # them in turn.  Halve the bracket instead.
+            for t in b.failed[-creep:]):
+        # Failures in a row that each barely failed (two, once shorter
+        # trials have disagreed with longer ones; three otherwise): the
+        # loss grows slowly past the edge (a warm-up's frames, lost
+        # whatever the rate), and their forwarded rates put the edge
+        # just under each of them in turn.  Halve the bracket instead.
         return (bottom + top) / 2, None
     if _noisy(b, res):
         # The capacity moves between trials (a neighbour's load, a noisy
@@ -887,6 +888,13 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
                 candidate = None
             else:
                 b.add(False, t)
+    if candidate is not None and b.hi is not None and b.hi is not upper:
+        # The sure failure was measured anew, higher or longer: the
+        # candidate may close the bracket with it from higher up too.
+        hi = b.hi
+        candidate = max(candidate, min(
+            hi.achieved_pps * (1 - FULL_MARGIN * res),
+            hi.forwarded_pps / (1 - tol) * (1 - PASS_MARGIN * res)))
     if candidate is not None and (b.hi is None or
                                   candidate < b.hi.achieved_pps):
         ok, t = run.classify(candidate, final)
