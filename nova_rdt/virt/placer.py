@@ -522,10 +522,16 @@ class Placer:
         ResctrlError (quoting last_cmd_status) or NoPlacement; the caller
         must then not let the guest run.
         """
+        return self.enforce_seen(uuid)[0]
+
+    def enforce_seen(self, uuid: str) -> tuple[str | None, HostView | None]:
+        """:meth:`enforce`, and resctrl as it is after the writes (the
+        walk it read, with what it wrote laid over it): what the host
+        publishes next, without walking again.  None: nothing read."""
         with self._lock, self.fs.locked():
             e = self._book.get(uuid)
             if e is None or not e.reservation.masks:
-                return None
+                return None, None
             view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             live = hostplan.live_masks(view, owners)[0]
@@ -543,28 +549,29 @@ class Placer:
                 self._write_moves(owners, plan)
                 view = self._collect(self.fs)
                 live = hostplan.live_masks(view, owners)[0]
-            written = []
+            written: dict[str, Schemata] = {}
             for other, g in sorted(owners.instances.items()):
                 want = plan.instances.get(other)
                 if not want:
                     continue
                 current = live.get(other)
                 if current != {r: dict(m) for r, m in want.items()}:
-                    self.fs.write_schemata(self.fs.group(g),
-                                           hostplan.schemata_of(want),
+                    written[g] = hostplan.schemata_of(want)
+                    self.fs.write_schemata(self.fs.group(g), written[g],
                                            allow_libvirt=True)
-                    written.append(g)
-            if owners.pmd is not None and self.pmd_cos:
-                self._write_pmd(view, owners, host, plan.instances)
             if written:
                 LOG.info("nova-rdt: decided masks written into %s",
                          ", ".join(written))
-            return group
+            if owners.pmd is not None and self.pmd_cos:
+                written[owners.pmd] = self._write_pmd(view, owners, host,
+                                                      plan.instances)
+            return group, _laid_over(view, written)
 
     def _write_pmd(self, view: HostView, owners: hostplan.Ownership,
                    host: placement.Host,
                    decided: Mapping[str, placement.PerId],
-                   keep_free=None, leaving: str | None = None) -> None:
+                   keep_free=None, leaving: str | None = None
+                   ) -> Schemata:
         """The PMD COS over the decided masks, by the hook's own rule
         (:func:`pmdplan.for_groups`): whichever writes last, the driver
         here or the hook on 'started', writes the same."""
@@ -588,6 +595,24 @@ class Placer:
             LOG.warning("nova-rdt: PMD COS cannot cover %s",
                         ", ".join(pmd.dropped))
         self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
+        return pmd.schemata
+
+
+def _laid_over(view: HostView, written: Mapping[str, Schemata]
+               ) -> HostView:
+    """``view`` with ``written`` (group -> the lines written) merged, as
+    the kernel merges a partial schemata write."""
+    groups = []
+    for g in view.groups:
+        w = written.get(g.name) if g.kind == "ctrl" else None
+        if w is not None:
+            sch = {r: dict(m) for r, m in g.schemata.items()}
+            for res, per in w.lines.items():
+                if per:
+                    sch.setdefault(res, {}).update(per)
+            g = dataclasses.replace(g, schemata=sch)
+        groups.append(g)
+    return dataclasses.replace(view, groups=groups)
 
 
 def _class_made(state: hoststate.HostRdtState, name: str

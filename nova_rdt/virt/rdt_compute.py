@@ -773,7 +773,7 @@ class RdtCompute:
             yield
             try:
                 failpoints.hit("driver.before_enforce")
-                group = self.placer.enforce(instance.uuid)
+                group, seen = self.placer.enforce_seen(instance.uuid)
             except (placement.NoPlacement, rdt_errors.ResctrlError,
                     OSError) as e:
                 LOG.error("nova-rdt: cannot write the decided masks: %s; "
@@ -785,5 +785,6 @@ class RdtCompute:
             LOG.debug("nova-rdt: masks of %s written before it runs",
                       group, instance=instance)
         # Its group exists now, at its decided masks (and the PMD COS
-        # spans a sharer's): the scheduler's view of the host changed.
-        self.publish()
+        # spans a sharer's): published from the walk enforce read, with
+        # its writes laid over it.
+        self.publish(seen)

@@ -293,7 +293,19 @@ class Host:
                          for r, per in ways.items()}
                 self.fs.libvirt_allocate(f"qemu-{next(self.n)}-{domain}-"
                                          f"vcpus_0", sizes)
-                self.placer.enforce(uuid)
+                _group, seen = self.placer.enforce_seen(uuid)
+                # What the compute publishes after the start comes from
+                # the walk enforce read, with its writes laid over it:
+                # it must be what a new walk reads.
+                walks = self.fs.walks
+                fresh = self.fs.collect()
+                self.fs.walks = walks
+                assert self.placer.published(seen, self.cache_cpus, None,
+                                             self.host_cells) == \
+                    self.placer.published(fresh, self.cache_cpus, None,
+                                          self.host_cells)
+                assert {g.name: g.schemata for g in seen.groups} == \
+                    {g.name: g.schemata for g in fresh.groups}
         if boot.cls:
             group = naming.class_group(PREFIX, boot.cls)
             if group not in self.fs.groups:
@@ -410,9 +422,9 @@ class Boot:
 _LOADS = itertools.count()
 
 
-def filter_passes(host: Host, boot: Boot) -> bool:
+def filter_passes(host: Host, boot: Boot, stats=None) -> bool:
     hs = host_manager.HostState("h", "h", "cell")
-    hs.stats = host.published()
+    hs.stats = stats if stats is not None else host.published()
     hs.num_instances = 0
     hs.numa_topology = host.numa
     hs.limits = {}
@@ -448,11 +460,12 @@ class Tally:
     no_room: list = dataclasses.field(default_factory=list)
 
 
-def compare(host: Host, boot: Boot, t: Tally, where: str) -> None:
+def compare(host: Host, boot: Boot, t: Tally, where: str,
+            stats: dict) -> None:
     if boot.topology() is not None and host.numa is not None \
             and boot.fitted(host) is None:
         return          # NUMATopologyFilter's refusal, not RDT's
-    passes = filter_passes(host, boot)
+    passes = filter_passes(host, boot, stats)
     accepts, why = host.accepts(boot)
     t.pairs += 1
     if passes and not accepts:
@@ -467,8 +480,9 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
     host = Host(random_setup(rng), tmp_root)
     for step in range(steps):
         t.states += 1
+        stats = host.published()        # what the scheduler reads now
         for boot in probes(rng, host, k):
-            compare(host, boot, t, f"seed {seed} step {step}")
+            compare(host, boot, t, f"seed {seed} step {step}", stats)
         op = rng.random()
         try:
             if op < 0.6 or not host.domains:
@@ -609,8 +623,9 @@ def test_a_spawn_walks_resctrl_three_times(tmp_path, share):
     """The claim decides on the walk that built the guest's config (the
     publication after it reuses that walk: only the book changed); the
     start walks once to make room and once, after libvirt made the
-    group, to write the decided masks.  RdtCompute publishes once more
-    after the start (not counted here: no tracker in this test)."""
+    group, to write the decided masks, and the publication after the
+    start reads that walk with the writes laid over it (checked equal to
+    a new walk in Host.start)."""
     host = _host(tmp_path, pmd_cos=True, pmd_ways=2,
                  classes=("be:l3_ways=2",))
     assert host.boot(Boot(ways=2)) is not None
