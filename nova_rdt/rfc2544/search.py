@@ -139,6 +139,9 @@ LONGEST = 0.8
 # a minute; a result lower within the resolution costs nothing).
 AIM_SURE = 0.6
 CLOSE_SURE = 0.99
+# The most the candidate is moved up to close with a failure that came
+# out higher than aimed, in resolutions.
+NUDGE = 0.25
 FULL_MARGIN = 0.75
 # The full-length phase shortens a trial meant to fail only where the
 # drop curve puts its loss at SHORTEN x the tolerance or more.
@@ -857,7 +860,10 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
                 found = closing
         candidate = min(found, top * (1 - FULL_MARGIN * res))
     elif kind == "closed":
-        candidate = seen.lo.achieved_pps
+        # A short pass may have ridden the jitter: keep the full-length
+        # one as far under the failure as the stop above does.
+        candidate = min(seen.lo.achieved_pps,
+                        upper.achieved_pps * (1 - FULL_MARGIN * res))
     else:
         candidate = None
     if upper is not None:
@@ -895,6 +901,11 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
         candidate = max(candidate, min(
             hi.achieved_pps * (1 - FULL_MARGIN * res),
             hi.forwarded_pps / (1 - tol) * (1 - PASS_MARGIN * res)))
+        # A rate that came out a little high (the generator's rate
+        # control) is closed with a candidate a little higher.
+        closing = hi.achieved_pps * (1 - CLOSE_SURE * res)
+        if candidate < closing <= candidate * (1 + NUDGE * res):
+            candidate = closing
     if candidate is not None and (b.hi is None or
                                   candidate < b.hi.achieved_pps):
         ok, t = run.classify(candidate, final)
