@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from nova_rdt import exception
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
 
 
-class HostPrepError(ValueError):
+class HostPrepError(exception.NovaRdtError, ValueError):
     """The [rdt] configuration cannot be honoured on this host."""
 
 

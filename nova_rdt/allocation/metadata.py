@@ -16,6 +16,7 @@ import dataclasses
 
 from lxml import etree
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.resctrl import cpulist
 
@@ -28,7 +29,7 @@ MB_UNITS = ("percent", "MBps")
 SLO_VALUES = ("latency",)          # spec.SLO_VALUES, as the hook reads it
 
 
-class MetadataError(ValueError):
+class MetadataError(exception.NovaRdtError, ValueError):
     """The record is not one this version writes."""
 
 

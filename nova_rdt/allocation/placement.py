@@ -62,6 +62,7 @@ from collections.abc import Sequence
 import dataclasses
 import itertools
 
+from nova_rdt import exception
 from nova_rdt.resctrl import cbm
 
 # resource -> cache id -> a value (ways wanted, or a mask).
@@ -72,7 +73,7 @@ PerId = Mapping[str, Mapping[int, int]]
 ROOM_PROBE = "being scheduled"
 
 
-class NoPlacement(Exception):
+class NoPlacement(exception.NovaRdtError):
     """No valid placement exists; str() says where and why."""
 
 

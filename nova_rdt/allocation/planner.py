@@ -21,6 +21,7 @@ import json
 from typing import Any
 from typing import Literal
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import placement as placement_mod
@@ -32,7 +33,7 @@ from nova_rdt.resctrl import cbm
 _decode = json.JSONDecoder().raw_decode
 
 
-class CannotHonour(Exception):
+class CannotHonour(exception.NovaRdtError):
     """The host cannot give what the request asks; str() says why."""
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 import dataclasses
 
+from nova_rdt import exception
 from nova_rdt import naming
 
 NAME_RE = naming.CLASS_NAME_RE
 
 
-class ClassDefinitionError(ValueError):
+class ClassDefinitionError(exception.NovaRdtError, ValueError):
     pass
 
 

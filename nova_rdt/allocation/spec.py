@@ -30,6 +30,7 @@ import re
 from typing import Any
 from typing import cast
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.resctrl import cpulist
 
@@ -64,7 +65,7 @@ PLAIN_KEYS = ("vcpus", "monitor", "pmd_share", "class", "slo")
 SLO_VALUES = ("latency",)
 
 
-class SpecError(ValueError):
+class SpecError(exception.NovaRdtError, ValueError):
     """A bad ``rdt:`` spec; ``key`` names the offending extra spec."""
 
     def __init__(self, key: str, reason: str):

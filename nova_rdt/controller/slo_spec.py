@@ -10,12 +10,14 @@ import dataclasses
 import math
 import re
 
+from nova_rdt import exception
+
 # Domain names, instance names, uuids, resctrl group names.
 INSTANCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 KINDS = ("file", "prometheus")
 
 
-class SloSpecError(ValueError):
+class SloSpecError(exception.NovaRdtError, ValueError):
     pass
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.controller import layout
 from nova_rdt.host import procinfo
@@ -31,7 +32,7 @@ VERSION = 1
 MAX_BYTES = 1 << 20
 
 
-class StateError(ValueError):
+class StateError(exception.NovaRdtError, ValueError):
     pass
 
 

@@ -15,6 +15,7 @@ import uuid as uuid_mod
 
 from lxml import etree
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.allocation import metadata
 from nova_rdt.host.events import HookEvent
@@ -30,7 +31,7 @@ HANDLED = ("prepare", "started", "release", "migrate", "restore",
            "reconnect")
 
 
-class HookInputError(ValueError):
+class HookInputError(exception.NovaRdtError, ValueError):
     """The input is malformed or unsafe; never acted on."""
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 
+from nova_rdt import exception
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import records as records_mod
 from nova_rdt.host.settings import HookSettings
@@ -26,7 +27,7 @@ from nova_rdt.resctrl.groups import Resctrl
 LOG = logging.getLogger("nova_rdt.hook")
 
 
-class IsolationError(RuntimeError):
+class IsolationError(exception.NovaRdtError, RuntimeError):
     """Isolation could not be applied to a domain."""
 
 

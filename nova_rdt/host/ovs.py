@@ -25,6 +25,7 @@ import os
 import re
 import subprocess
 
+from nova_rdt import exception
 from nova_rdt.resctrl.capabilities import parse_cpu_list
 
 DEFAULT_DB = "unix:/var/run/openvswitch/db.sock"
@@ -34,7 +35,7 @@ _RXQ_PMD = re.compile(r"^pmd thread numa_id (\d+) core_id (\d+):", re.M)
 _PMD_COMM = re.compile(r"^pmd-c(\d+)/id:(\d+)$")
 
 
-class OvsError(RuntimeError):
+class OvsError(exception.NovaRdtError, RuntimeError):
     pass
 
 

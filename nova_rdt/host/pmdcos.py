@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 import dataclasses
 
+from nova_rdt import exception
 from nova_rdt import failpoints
 from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
@@ -71,8 +72,11 @@ def summary(gname: str, plan: pmdplan.PmdPlan, cpus: Collection[int]
                if plan.degraded else ""))
 
 
-class NotPrepared(Exception):
+class NotPrepared(exception.NovaRdtError):
     """The host's resctrl is not laid out yet; str() says what to do."""
+
+    msg_fmt = ("this host is not prepared: %(why)s; start nova-compute (it "
+               "prepares the host) before syncing the PMD COS")
 
 
 def unprepared(inputs: PmdInputs, layout: hostlayout.Layout
@@ -132,10 +136,7 @@ class PmdCos:
                 why = unprepared(inputs, hostlayout.plan(
                     inputs.caps, s.reserved_host_ways, s.pmd_shared_ways))
                 if why:
-                    raise NotPrepared(
-                        f"this host is not prepared: {why}; start "
-                        f"nova-compute (it prepares the host) before "
-                        f"syncing the PMD COS")
+                    raise NotPrepared(why=why)
             plan = resolve(inputs, self.fs.prefix)
             self.last_plan = plan
             if plan.degraded:

@@ -16,6 +16,7 @@ import json
 import os
 import uuid as uuid_mod
 
+from nova_rdt import exception
 from nova_rdt import failpoints
 from nova_rdt import naming
 from nova_rdt.host import procinfo
@@ -91,7 +92,7 @@ def fsync_dir(path: str) -> None:
         os.close(dfd)
 
 
-class RecordError(ValueError):
+class RecordError(exception.NovaRdtError, ValueError):
     """A record nova-rdt did not write; the message names the field."""
 
 

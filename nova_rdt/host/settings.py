@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
 
@@ -28,7 +29,7 @@ _TEXTS = ("ovsdb_connection", "ovs_vswitchd_target")
 _BOOLS = ("pmd_cos", "hook_strict")
 
 
-class SettingsError(ValueError):
+class SettingsError(exception.NovaRdtError, ValueError):
     """A setting nova-rdt cannot run with; the message names it."""
 
 

@@ -38,7 +38,7 @@ LOWER = {
 }
 # Leaf modules at the top, importing only the standard library: every
 # layer may import them.
-LEAVES = {"failpoints", "cliargs", "naming"}
+LEAVES = {"failpoints", "cliargs", "naming", "exception"}
 
 
 def _layer(path: pathlib.Path) -> str:
