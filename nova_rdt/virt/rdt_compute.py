@@ -101,7 +101,6 @@ class RdtCompute:
     # -- host preparation ----------------------------------------------
 
     def init_host(self):
-        opts = CONF.rdt
         try:
             settings = HookSettings.from_conf(CONF)
         except ValueError as e:
@@ -123,16 +122,16 @@ class RdtCompute:
             # library expects (Nova's SysFsPoisonFixture raises its own
             # error) is "no usable resctrl" too, and require_resctrl
             # decides.
-            if opts.require_resctrl:
+            root = settings.resctrl_root
+            if CONF.rdt.require_resctrl:
                 raise exception.InvalidConfiguration(
-                    f"nova-rdt: resctrl is not usable at {opts.resctrl_root}"
-                    f" ({e}); mount it (mount -t resctrl resctrl "
-                    f"{opts.resctrl_root}) or set [rdt] "
-                    f"require_resctrl=False to run this host without RDT"
-                ) from e
+                    f"nova-rdt: resctrl is not usable at {root} ({e}); "
+                    f"mount it (mount -t resctrl resctrl {root}) or set "
+                    f"[rdt] require_resctrl=False to run this host without "
+                    f"RDT") from e
             LOG.warning("nova-rdt: no resctrl at %s (%s); this host offers "
                         "no RDT until it is mounted (looked for at every "
-                        "resource update)", opts.resctrl_root, e)
+                        "resource update)", root, e)
             # Kept, to look again from the periodic task.
             self._pending = (fs, settings)
             return
@@ -142,10 +141,9 @@ class RdtCompute:
     def _start(self, fs: Resctrl, settings: HookSettings) -> None:
         """Prepare the host's resctrl, then offer RDT: at start, or once
         resctrl is mounted on a host that started without it."""
-        opts = CONF.rdt
         try:
-            summary = host_prep.prepare(fs, opts.reserved_host_ways,
-                                        opts.pmd_shared_ways)
+            summary = host_prep.prepare(fs, settings.reserved_host_ways,
+                                        settings.pmd_shared_ways)
         except (host_prep.HostPrepError, rdt_errors.ResctrlError,
                 OSError) as e:
             # ResctrlError carries the kernel's last_cmd_status.
@@ -158,8 +156,9 @@ class RdtCompute:
         self.fs = fs
         self.settings = settings
         self.placer = placer_mod.Placer(
-            fs, self.classes, opts.reserved_host_ways,
-            opts.pmd_shared_ways, opts.pmd_cos, compaction=opts.compaction)
+            fs, self.classes, settings.reserved_host_ways,
+            settings.pmd_shared_ways, settings.pmd_cos,
+            compaction=CONF.rdt.compaction)
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
@@ -265,10 +264,13 @@ class RdtCompute:
 
     @functools.cached_property
     def classes(self) -> dict[str, rdtclass.RdtClass]:
-        """``[rdt] classes``; none when they do not parse (said once)."""
+        """``[rdt] classes``; none when they do not parse (said once:
+        with settings, init_host refused them already)."""
         try:
+            if self.settings is not None:
+                return self.settings.parsed_classes()
             return rdtclass.parse_all(CONF.rdt.classes)
-        except rdtclass.ClassDefinitionError as e:
+        except (rdtclass.ClassDefinitionError, ValueError) as e:
             LOG.error("nova-rdt: %s; no rdt:class flavor can be placed on "
                       "this host until it is fixed", e)
             return {}
@@ -369,8 +371,8 @@ class RdtCompute:
             return
         self.degraded = recovery.Degraded(
             "resctrl_unavailable",
-            f"{CONF.rdt.resctrl_root}: {e}; this host places no RDT "
-            f"instance until resctrl is back")
+            f"{self.fs.root if self.fs else '?'}: {e}; this host places "
+            f"no RDT instance until resctrl is back")
         LOG.error("%s", self.degraded.line())
 
 
@@ -402,15 +404,15 @@ class RdtCompute:
         if fs is None or settings is None:
             return False
         try:
-            host_prep.prepare(fs, CONF.rdt.reserved_host_ways,
-                              CONF.rdt.pmd_shared_ways)
+            host_prep.prepare(fs, settings.reserved_host_ways,
+                              settings.pmd_shared_ways)
         except (host_prep.HostPrepError, rdt_errors.ResctrlError,
                 OSError) as e:
             LOG.debug("nova-rdt: resctrl not back yet: %s", e)
             return False
         self._reconcile(settings, fs)
         LOG.info("nova-rdt: resctrl is back at %s; RDT offered again",
-                 CONF.rdt.resctrl_root)
+                 settings.resctrl_root)
         self.degraded = None
         return True
 
