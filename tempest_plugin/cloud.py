@@ -30,6 +30,7 @@ from nova_rdt.isolation import userdata
 LOG = logging.getLogger(__name__)
 
 DIAGNOSTICS_MICROVERSION = "2.48"      # the standard diagnostics format
+NO_NIC_MICROVERSION = "2.37"           # networks: "none"
 KVM_MARK = "Hypervisor detected: KVM"
 #: ovs-vswitchd's smallest stats-update-interval, and a margin (s).
 OVSDB_STATS_INTERVAL = 6.0
@@ -190,14 +191,18 @@ class TempestCloud:
                                  self._group)
         return self._group
 
-    def _networks(self, role) -> list[dict] | None:
+    def _networks(self, role) -> list[dict] | str:
+        """The role's NICs; "none" for a neighbour with no management
+        network: left to Nova, it would pick a network itself, which
+        fails (409, "Multiple possible networks found") wherever the
+        dataplane networks are shared, and the neighbour needs none."""
         mgmt = [self.opts.management_network] \
             if self.opts.management_network else []
         if role == cloud_mod.FORWARDING:
             nets = mgmt + list(self.opts.dataplane_networks)
         else:
             nets = mgmt
-        return [{"uuid": n} for n in nets] or None
+        return [{"uuid": n} for n in nets] or "none"
 
     def boot(self, name, flavor_id, role) -> str:
         image = ((self.opts.forwarding_image_ref
@@ -208,10 +213,15 @@ class TempestCloud:
                   "imageRef": image,
                   "user_data": userdata.for_role(role, self.settings),
                   "scheduler_hints": {"group": self._group_id()}}
-        networks = self._networks(role)
-        if networks:
-            kwargs["networks"] = networks
-        server = self.servers_client.create_server(**kwargs)["server"]
+        kwargs["networks"] = self._networks(role)
+        # As _diagnostics: set for this call, and what was put back.
+        before = base_compute_client.COMPUTE_MICROVERSION
+        if kwargs["networks"] == "none":
+            base_compute_client.COMPUTE_MICROVERSION = NO_NIC_MICROVERSION
+        try:
+            server = self.servers_client.create_server(**kwargs)["server"]
+        finally:
+            base_compute_client.COMPUTE_MICROVERSION = before
         self.roles[server["id"]] = role
         self._flavor_of[server["id"]] = flavor_id
         self.test.addCleanup(self._delete_quietly, server["id"])

@@ -99,17 +99,29 @@ def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
     server (``rdt:pmd_share=true``, ``sharer_ways`` ways) beside a
     neighbour on ways of its own: the sharer's group holds exactly its
     flavor's ways on every cache it is on, and shares ways with the PMD
-    COS on every cache the PMD COS is on (the PMD cores' caches); the
-    neighbour's group touches neither.  Empty: all holds."""
+    COS on the PMD cores' caches (where the PMD COS holds ways beyond
+    the host's); the neighbour's group touches neither.  Empty: all
+    holds."""
     sets = way_sets(layout)
     problems = []
-    pmd: dict[str, set[int]] = {}
-    for g in layout.get("groups", []):
-        if g["kind"] == "pmd":
-            for key, ways in sets.get(g["group"], {}).items():
-                pmd.setdefault(key, set()).update(ways)
+
+    def of_kind(kind):
+        out: dict[str, set[int]] = {}
+        for g in layout.get("groups", []):
+            if g["kind"] == kind:
+                for key, ways in sets.get(g["group"], {}).items():
+                    out.setdefault(key, set()).update(ways)
+        return out
+    # On a cache whose CPUs run no PMD thread the PMD COS holds the
+    # host's ways (a mask may not be empty): its own ways, beyond the
+    # host's, are on the PMD cores' caches only.
+    host = of_kind("host")
+    pmd = {key: ways - host.get(key, set())
+           for key, ways in of_kind("pmd").items()}
+    pmd = {key: ways for key, ways in pmd.items() if ways}
     if not pmd:
-        problems.append("no PMD COS holds ways on any cache")
+        problems.append("the PMD COS holds no ways beyond the host's on "
+                        "any cache")
 
     def one(uuid, what):
         groups = _groups_of(layout, uuid)

@@ -196,13 +196,27 @@ def test_boot_sends_base64_user_data_one_group_and_the_dataplane_nics(
     assert len(test.cleanups) == 3      # group + two servers, as a net
 
 
-def test_no_management_network_gives_the_noisy_vm_nova_s_default(waiters):
+def test_no_management_network_gives_the_noisy_vm_no_nic(waiters,
+                                                        monkeypatch):
+    """Nova's default would pick a network itself, and fails with 409
+    where the dataplane networks are shared: "none", at 2.37."""
     test, c, _ = make(opts(management_network=None))
+    seen = []
+    create = test.os_primary.servers_client.create_server
+
+    def create_server(**kw):
+        seen.append(base_compute_client.COMPUTE_MICROVERSION)
+        return create(**kw)
+    monkeypatch.setattr(test.os_primary.servers_client, "create_server",
+                        create_server)
+    before = base_compute_client.COMPUTE_MICROVERSION
     c.boot("noisy", "f2", cloud_mod.NOISY)
     c.boot("fwd", "f1", cloud_mod.FORWARDING)
     (_, n), (_, f) = [e for e in test.log if e[0] == "create_server"]
-    assert "networks" not in n
+    assert n["networks"] == "none"
     assert f["networks"] == [{"uuid": "net-a"}, {"uuid": "net-b"}]
+    assert seen == ["2.37", before]
+    assert base_compute_client.COMPUTE_MICROVERSION == before
 
 
 def test_diagnostics_at_2_48_and_only_dataplane_nics_counted(waiters):
