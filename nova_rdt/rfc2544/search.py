@@ -142,7 +142,7 @@ CLOSE_SURE = 0.99
 # The most the candidate is moved up to close with a failure that came
 # out higher than aimed, in resolutions.
 NUDGE = 0.25
-FULL_MARGIN = 0.75
+FULL_MARGIN = 0.5
 # The full-length phase shortens a trial meant to fail only where the
 # drop curve puts its loss at SHORTEN x the tolerance or more.
 SHORTEN = 4.0
