@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from nova_rdt import failpoints
 from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
+from nova_rdt.host import context
 from nova_rdt.host import enforce
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
 from nova_rdt.host.context import IsolationError
-from nova_rdt.host.context import taken
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import errors
@@ -134,7 +134,8 @@ class ClassGroups:
 
     def join(self, name: str, tids: Iterable[int],
              planned: Planned | None = None,
-             held: Mapping[tuple[str, int], int] | None = None) -> str:
+             held: Mapping[tuple[str, int], int] | None = None,
+             snap: context.Snapshot | None = None) -> str:
         """Add ``tids`` to class ``name``'s group, making it first if need
         be: at the masks nova-rdt decided (``planned``, from the member's
         metadata) when they are safe, else at free ways found here, which
@@ -146,27 +147,30 @@ class ClassGroups:
                                  f"[rdt] classes on this host")
         gname = cls.group_name(self.fs.prefix)
         with self.fs.locked():
+            snap = snap or context.Snapshot(self.fs)
             try:
                 g = self.fs.group(gname)
             except errors.GroupNotFound:
                 g = self._create(gname,
-                                 self._new_schemata(cls, planned, held))
+                                 self._new_schemata(cls, planned, held,
+                                                    snap))
+                snap.kept(gname, g.schemata())
             else:
-                self._repair(cls, g)
+                self._repair(cls, g, snap)
             failpoints.hit("agent.class_join")
             self.fs.add_tasks(g, tids, ignore_missing=True)
         return gname
 
     def _new_schemata(self, cls: rdtclass.RdtClass,
                       planned: Planned | None,
-                      held: Mapping[tuple[str, int], int] | None = None
-                      ) -> Schemata:
-        caps = self.fs.capabilities()
-        used = self._used()
+                      held: Mapping[tuple[str, int], int] | None,
+                      snap: context.Snapshot) -> Schemata:
+        caps = snap.caps
+        used = snap.used()
         for key, mask in (held or {}).items():
             used[key] = used.get(key, 0) | mask
         if planned:
-            busy = taken(self.fs, caps, set())
+            busy = snap.taken(set())
             for (res, cid), mask in (held or {}).items():
                 per = busy.setdefault(res, {})
                 per[cid] = per.get(cid, 0) | mask
@@ -201,16 +205,18 @@ class ClassGroups:
                  schemata.format().strip().replace("\n", " "))
         return g
 
-    def _repair(self, cls: rdtclass.RdtClass, g: Group) -> None:
+    def _repair(self, cls: rdtclass.RdtClass, g: Group,
+                snap: context.Snapshot) -> None:
         """A class group wider than its class gets its own ways now.  A
         group no wider than its class is left alone: the runtime
         controller narrows classes on purpose, and this runs on every
         member's start."""
-        caps = self.fs.capabilities()
-        if not wider_than_class(cls, caps, g.schemata()):
+        caps = snap.caps
+        if not wider_than_class(cls, caps, snap.schemata.get(g.name)
+                                or g.schemata()):
             return
-        schemata = free_schemata(cls, caps, self._used(skip=g.name))
-        self.fs.write_schemata(g, schemata)
+        schemata = free_schemata(cls, caps, snap.used(skip=g.name))
+        snap.kept(g.name, self.fs.write_schemata(g, schemata))
         LOG.warning("class group %s had no ways of its own (a write cut "
                     "short); now %s", g.name,
                     schemata.format().strip().replace("\n", " "))

@@ -21,11 +21,11 @@ from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
+from nova_rdt.host import context
 from nova_rdt.host import enforce
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
 from nova_rdt.host.context import IsolationError
-from nova_rdt.host.context import taken
 from nova_rdt.host.events import HookEvent
 from nova_rdt.host.events import Managed
 from nova_rdt.resctrl import capabilities as caps_mod
@@ -94,27 +94,31 @@ class DomainGroup:
         self.fs = host.fs
         self.records = host.records
 
-    def apply(self, event: HookEvent, holder: str | None) -> None:
+    def apply(self, event: HookEvent, holder: str | None,
+              snap: context.Snapshot | None = None) -> None:
         """What libvirt's group ``holder`` of the started domain gets
         beyond libvirt's writes: the decided masks (or a placement here),
-        and MB in MBps."""
+        and MB in MBps.  ``snap``: the event's one walk of resctrl."""
         m = event.managed
         assert m is not None
+        snap = snap or context.Snapshot(self.fs)
         if holder is not None and m.masks:
-            self.write_decided(event.name, holder, m)
+            self.write_decided(event.name, holder, m, snap)
         elif holder is not None and m.cache:
-            self.place_here(event, holder)
+            self.place_here(event, holder, snap)
         if m.mb_mbps:
-            self.set_mb_mbps(event.name, holder, m.mb_mbps)
+            self.set_mb_mbps(event.name, holder, m.mb_mbps, snap)
 
 
-    def write_decided(self, name: str, holder: str, m: Managed) -> bool:
+    def write_decided(self, name: str, holder: str, m: Managed,
+                      snap: context.Snapshot | None = None) -> bool:
         """The masks nova-rdt decided for the domain, into libvirt's group
         of it, when they are safe (:mod:`nova_rdt.host.enforce`); else
         libvirt's choice stays and the reason is logged."""
-        caps = self.fs.capabilities()
+        snap = snap or context.Snapshot(self.fs)
+        caps = snap.caps
         g = self.fs.group(holder)
-        current = g.schemata()
+        current = snap.schemata.get(holder) or g.schemata()
         skip = {holder}
         others_ = None
         if m.pmd_share:
@@ -122,7 +126,7 @@ class DomainGroup:
             # obstacle; its base ways are the PMD threads' own, which no
             # sharer may take (the metadata is hostile input).
             skip.add(naming.pmd_group(self.fs.prefix))
-            others_ = taken(self.fs, caps, skip)
+            others_ = snap.taken(skip)
             for res, per in self._pmd_base(caps).items():
                 for cid, mask in per.items():
                     line = others_.setdefault(res, {})
@@ -130,7 +134,7 @@ class DomainGroup:
         lines, why = enforce.check(
             dict(m.masks),
             {r: current.domains(r) for r in current.resources()},
-            others_ if others_ is not None else taken(self.fs, caps, skip),
+            others_ if others_ is not None else snap.taken(skip),
             {n: (r.cbm_len, r.min_cbm_bits, r.sparse_masks)
              for n, r in caps.cache.items()})
         if why is not None:
@@ -141,19 +145,22 @@ class DomainGroup:
             failpoints.hit("agent.write_decided")
             kept = self.fs.write_schemata(g, Schemata(lines),
                                           allow_libvirt=True)
+            snap.kept(holder, kept)
             LOG.info("%s: decided masks in %s: %s", name, holder,
                      kept.restricted(lines).format().strip()
                      .replace("\n", " "))
         return True
 
-    def place_here(self, event: HookEvent, holder: str) -> bool:
+    def place_here(self, event: HookEvent, holder: str,
+                   snap: context.Snapshot | None = None) -> bool:
         """A domain that carries no decided masks (defined by hand, or by
         an older nova-rdt) is placed here (:func:`placed_masks`).  When no
         placement exists, libvirt's choice stays and that is logged."""
         m = event.managed
         assert m is not None
+        snap = snap or context.Snapshot(self.fs)
         try:
-            decided = placed_masks(self._place_inputs(event),
+            decided = placed_masks(self._place_inputs(event, snap),
                                    self.fs.prefix, self.host.classes,
                                    event.uuid, m, self.settings.pmd_cos)
         except placement.NoPlacement as e:
@@ -163,10 +170,12 @@ class DomainGroup:
         LOG.info("%s: no decided masks in its metadata; placed here",
                  event.name)
         return self.write_decided(event.name, holder,
-                                  dataclasses.replace(m, masks=decided))
+                                  dataclasses.replace(m, masks=decided),
+                                  snap)
 
-    def _place_inputs(self, event: HookEvent) -> PlaceInputs:
-        view = HostView.collect(self.fs)
+    def _place_inputs(self, event: HookEvent, snap: context.Snapshot
+                      ) -> PlaceInputs:
+        view = snap.view()
         recs, _bad = self.records.all()
         domains = {r.uuid: r.name for r in recs if r.alive()}
         domains[event.uuid] = event.name
@@ -190,7 +199,8 @@ class DomainGroup:
         return {r: dict(base.domains(r)) for r in base.resources()}
 
     def set_mb_mbps(self, name: str, group: str | None,
-                    values: Iterable[tuple[int, int]]) -> None:
+                    values: Iterable[tuple[int, int]],
+                    snap: context.Snapshot | None = None) -> None:
         """MB in MBps, which libvirt's <memorytune> cannot carry.
 
         Written into libvirt's group of the domain's vCPUs (the flavor
@@ -199,7 +209,8 @@ class DomainGroup:
         if group is None:
             raise IsolationError(f"no resctrl group holds the vCPUs of "
                                  f"{name!r}: MB {dict(values)} MBps not set")
-        bw = self.fs.capabilities().bandwidth.get("MB")
+        bw = (snap.caps if snap else context.capabilities(self.fs)
+              ).bandwidth.get("MB")
         if bw is None or bw.units != caps_mod.UNITS_MBPS:
             # Refused, not converted: a percent of what the link can do
             # is not a fixed MBps, and writing the number as a percent
@@ -214,5 +225,7 @@ class DomainGroup:
         g = self.fs.group(group)
         kept = self.fs.write_schemata(
             g, Schemata({"MB": dict(values)}), allow_libvirt=True)
+        if snap is not None:
+            snap.kept(group, kept)
         LOG.info("%s: MB %s MBps in %s", name,
                  dict(kept.domains("MB")), group)

@@ -23,6 +23,7 @@ from nova_rdt.host.classes import ClassGroups
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
 from nova_rdt.host.context import IsolationError
+from nova_rdt.host.context import Snapshot
 from nova_rdt.host.context import threads
 from nova_rdt.host.domaingroup import DomainGroup
 from nova_rdt.host.events import HookEvent
@@ -70,8 +71,11 @@ class DomainLifecycle:
             raise IsolationError(f"no QEMU pid for domain {name!r} in "
                                  f"{path}: {e}") from e
 
-    def group_holding(self, tids: Iterable[int]) -> str | None:
+    def group_holding(self, tids: Iterable[int],
+                      snap: Snapshot | None = None) -> str | None:
         """The control group (other than root) holding any of ``tids``."""
+        if snap is not None:
+            return snap.holding(tids)
         wanted = set(tids)
         for g in self.fs.groups(with_mon=False):
             if g.is_root or g.kind != "ctrl":
@@ -93,8 +97,11 @@ class DomainLifecycle:
         if not tids:
             raise IsolationError(f"QEMU pid {pid} of {event.name!r} is gone")
         with self.fs.locked():
-            holder = None if m.rdt_class else self._libvirt_holder(event,
-                                                                    tids)
+            # One walk of resctrl for the whole event; each step's writes
+            # are laid over it.
+            snap = Snapshot(self.fs)
+            holder = None if m.rdt_class else self._libvirt_holder(
+                event, tids, snap)
             lost = None
             if holder is None and not m.rdt_class:
                 lost = self._lost_group_of(event.uuid, pid)
@@ -104,8 +111,8 @@ class DomainLifecycle:
                 holder, schemata, members = \
                     lost.group, lost.schemata, lost.tasks
             else:
-                self.domain_group.apply(event, holder)
-                schemata, members = self._group_content(holder)
+                self.domain_group.apply(event, holder, snap)
+                schemata, members = self._group_content(holder, snap)
             failpoints.hit("agent.between_schemata_and_record")
             rec = records_mod.Record(
                 uuid=event.uuid, name=event.name, pid=pid,
@@ -127,16 +134,17 @@ class DomainLifecycle:
             failpoints.hit("agent.after_record")
             if m.rdt_class:
                 self.classes.join(m.rdt_class, tids,
-                                  planned=dict(m.class_masks) or None)
+                                  planned=dict(m.class_masks) or None,
+                                  snap=snap)
             if self.settings.pmd_cos and m.pmd_share:
-                self.pmd.sync(extra=() if recorded else (rec,))
+                self.pmd.sync(extra=() if recorded else (rec,), snap=snap)
 
-    def _libvirt_holder(self, event: HookEvent, tids: list[int]
-                        ) -> str | None:
+    def _libvirt_holder(self, event: HookEvent, tids: list[int],
+                        snap: Snapshot) -> str | None:
         """libvirt's group of the domain's vCPUs.  A record names only
         that group (the one reconcile may remove); another owner's is not
         recorded."""
-        holder = self.group_holding(tids)
+        holder = self.group_holding(tids, snap)
         if holder is not None and not naming.is_libvirt_group(holder):
             LOG.warning("%s: vCPUs are in %s, not a libvirt group",
                         event.name, holder)
@@ -157,19 +165,18 @@ class DomainLifecycle:
             return old
         return None
 
-    def _group_content(self, name: str | None
+    def _group_content(self, name: str | None, snap: Snapshot
                        ) -> tuple[str | None, tuple[int, ...] | None]:
         """The schemata and tasks of libvirt's group ``name``, what
         reconcile needs to re-create it after resctrl lost it."""
         if name is None:
             return None, None
-        try:
-            g = self.fs.group(name)
-            text = g.schemata().format()
-            members = tuple(g.tasks())[:records_mod.MAX_TASKS]
-        except errors.ResctrlError as e:
-            LOG.warning("%s: cannot read back: %s", name, e)
+        if name not in snap.schemata:
+            LOG.warning("%s: cannot read back: gone", name)
             return None, None
+        text = snap.schemata[name].format()
+        members = tuple(sorted(snap.tasks.get(name, ())))[
+            :records_mod.MAX_TASKS]
         if len(text) > records_mod.MAX_SCHEMATA:
             return None, members
         return text, members

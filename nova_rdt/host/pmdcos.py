@@ -22,6 +22,7 @@ from nova_rdt import failpoints
 from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import pmdplan
+from nova_rdt.host import context
 from nova_rdt.host import ovs
 from nova_rdt.host import records as records_mod
 from nova_rdt.host.context import LOG
@@ -117,7 +118,8 @@ class PmdCos:
 
     def sync(self, cores: set[int] | None = None,
              extra: tuple[records_mod.Record, ...] = (),
-             prepared_only: bool = False) -> str:
+             prepared_only: bool = False,
+             snap: context.Snapshot | None = None) -> str:
         """Recompute the PMD group from scratch; returns a summary.
 
         ``cores``: the PMD cores, asked of OVS when not given.
@@ -130,7 +132,8 @@ class PmdCos:
             # a while, and libvirt's allocator waits on that lock.
             cores = self._ask_ovs()
         with self.fs.locked():
-            inputs = self._read(cores, extra)
+            snap = snap or context.Snapshot(self.fs)
+            inputs = self._read(cores, extra, snap)
             if prepared_only:
                 s = self.host.settings
                 why = unprepared(inputs, hostlayout.plan(
@@ -146,7 +149,7 @@ class PmdCos:
                             "of sharing instance(s) %s without covering "
                             "another group's ways or writing a mask the "
                             "kernel refuses", ", ".join(plan.dropped))
-            text = self._apply(plan, cores)
+            text = self._apply(plan, cores, snap)
             LOG.info("PMD COS %s", text)
             return text
 
@@ -159,19 +162,13 @@ class PmdCos:
             return None
 
     def _read(self, cores: set[int] | None,
-              extra: tuple[records_mod.Record, ...]) -> PmdInputs:
-        caps = self.fs.capabilities()
+              extra: tuple[records_mod.Record, ...],
+              snap: context.Snapshot) -> PmdInputs:
+        caps = snap.caps
         s = self.host.settings
         layout = hostlayout.plan(caps, s.reserved_host_ways,
                                  s.pmd_shared_ways)
-        groups = {}
-        for g in self.fs.groups(with_mon=False):
-            if g.kind != "ctrl":
-                continue
-            try:
-                groups["/" if g.is_root else g.name] = g.schemata()
-            except errors.GroupNotFound:
-                continue          # removed meanwhile by libvirt
+        groups = dict(snap.schemata)
         sharers = {}
         recs, _bad = self.host.records.all()
         for rec in [*recs, *extra]:
@@ -188,7 +185,8 @@ class PmdCos:
                 known = None
         return PmdInputs(caps, layout.pmd, groups, sharers, known)
 
-    def _apply(self, plan: pmdplan.PmdPlan, cores: set[int] | None) -> str:
+    def _apply(self, plan: pmdplan.PmdPlan, cores: set[int] | None,
+               snap: context.Snapshot) -> str:
         """Write the PMD group's masks, then its cores when known."""
         gname = self.group_name
         try:
@@ -196,7 +194,7 @@ class PmdCos:
         except errors.GroupNotFound:
             g = self.fs.create_group(gname)
         failpoints.hit("agent.pmd_update")
-        self.fs.write_schemata(g, plan.schemata)
+        snap.kept(gname, self.fs.write_schemata(g, plan.schemata))
         if cores is not None:
             failpoints.hit("agent.pmd_cpus")
             self.fs.set_cpus(g, cores)

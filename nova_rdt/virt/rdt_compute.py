@@ -37,6 +37,7 @@ from nova_rdt.allocation import planner
 from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
+from nova_rdt.host import context as host_context
 from nova_rdt.host import prep as host_prep
 from nova_rdt.host import recovery
 from nova_rdt.host.settings import HookSettings
@@ -158,7 +159,7 @@ class RdtCompute:
         self.placer = placer_mod.Placer(
             fs, self.classes, settings.reserved_host_ways,
             settings.pmd_shared_ways, settings.pmd_cos,
-            compaction=CONF.rdt.compaction)
+            compaction=CONF.rdt.compaction, collect=host_context.collect)
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
@@ -357,7 +358,7 @@ class RdtCompute:
         file): that is read again, not taken for resctrl being lost."""
         for attempt in (1, 2):
             try:
-                return HostView.collect(self.fs)
+                return host_context.collect(self.fs)
             except (rdt_errors.ResctrlError, OSError) as e:
                 if attempt == 1 and not recovery.resctrl_lost(e):
                     continue

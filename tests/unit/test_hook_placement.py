@@ -9,6 +9,8 @@ itself (issue 33, case 13: one sharer used to fill the host).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nova_rdt import naming
@@ -94,3 +96,46 @@ def test_a_sharers_decided_mask_never_takes_the_pmd_base(host):
     # Next to it is a sharer's place.
     group = host.start("vm2", 2, chosen=0x030, share=True, decided=0x180)
     assert host.l3(group) == {0: 0x180, 1: 0x180}
+
+
+def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
+    """The hook reads resctrl's groups once per 'started' (the holder of
+    the vCPUs, the decided masks' checks, a placement here, the class
+    group, the PMD COS all read that one walk, with the event's own
+    writes laid over it), and the capabilities once per mount."""
+    from nova_rdt.host import context
+    from nova_rdt.resctrl import capabilities as caps_mod
+    from nova_rdt.resctrl.groups import Resctrl
+    from nova_rdt.virt import config as rdt_config
+
+    h = Host(str(tmp_path), emulator)
+    h.settings = dataclasses.replace(h.settings, classes=("be:l3_ways=1",))
+    h.clear()
+    prep.prepare(h.fs, 2, 2)
+    counts = {"walks": 0, "discover": 0}
+    groups, discover = Resctrl.groups, caps_mod.discover
+
+    def counted_groups(self, *a, **kw):
+        counts["walks"] += 1
+        return groups(self, *a, **kw)
+
+    def counted_discover(*a, **kw):
+        counts["discover"] += 1
+        return discover(*a, **kw)
+
+    monkeypatch.setattr(Resctrl, "groups", counted_groups)
+    monkeypatch.setattr(caps_mod, "discover", counted_discover)
+    context._CAPS.clear()
+    try:
+        h.start("vm1", 2, chosen=0x00c, share=True, decided=0x180)
+        assert counts == {"walks": 1, "discover": 1}
+        h.start("vm2", 2, chosen=0x030, share=True)        # plan-less
+        assert counts == {"walks": 2, "discover": 1}
+        m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
+        m.vcpus = {0}
+        m.rdt_class = "be"
+        h.launch("vm3", m, None)                 # makes the class group
+        assert counts == {"walks": 3, "discover": 1}
+        assert h.l3("nova-rdt-class-be")
+    finally:
+        h.clear()
