@@ -126,11 +126,12 @@ SPREAD = 2.0
 # long enough to lose SURE x what a full-length trial may, at its loss
 # ratio; past LONGEST x the full-length duration, a full-length trial
 # costs little more and needs no prediction.
-SURE = 1.6
+SURE = 1.5
 # A short failure is sure when it lost SURE_LOSS x what a full-length
-# trial may lose, not just 1x: the capacity's jitter between trials
-# moves a near-edge trial's loss by several per cent.
-SURE_LOSS = 1.15
+# trial may lose in all (more than 1 would only guard an upper bound
+# against the jitter of a trial at the edge, where a bound within the
+# resolution of it is right anyway).
+SURE_LOSS = 1.0
 LONGEST = 0.8
 # The trial after the probe, aimed at a sure failure, goes AIM_SURE x
 # resolution over the one-failure estimate (a higher loss ratio there
@@ -139,10 +140,14 @@ LONGEST = 0.8
 # a minute; a result lower within the resolution costs nothing).
 AIM_SURE = 0.6
 CLOSE_SURE = 0.99
+# The full-length candidate goes CAND_MARGIN x resolution under the
+# edge a sure failure's forwarded rate gives: a full-length failure
+# there costs a minute.
+CAND_MARGIN = 0.4
 # The most the candidate is moved up to close with a failure that came
 # out higher than aimed, in resolutions.
 NUDGE = 0.25
-FULL_MARGIN = 0.5
+FULL_MARGIN = 0.6
 # The full-length phase shortens a trial meant to fail only where the
 # drop curve puts its loss at SHORTEN x the tolerance or more.
 SHORTEN = 4.0
@@ -151,11 +156,7 @@ SHORTEN = 4.0
 DURATION_GAP = 0.05
 # Exploring stops at a sure failure whose forwarded rate puts the edge
 # within NEAR_SURE resolutions under it.
-NEAR_SURE = 1.45
-# A short failure is sure when it lost SURE_LOSS x what a full-length
-# trial may lose, not just 1x: the capacity's jitter between trials
-# moves a near-edge trial's loss by several per cent.
-SURE_LOSS = 1.15
+NEAR_SURE = 1.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,8 +270,10 @@ class _Run:
         lose in all (which then loses them in its first seconds), by
         SURE_LOSS."""
         final = self.cfg.trial_duration
-        return t.duration >= final or t.lost > \
-            SURE_LOSS * self.cfg.loss_tolerance * t.achieved_pps * final
+        # A marginal failure is not sure however short: a transient
+        # burst of a few frames need not come back in the longer trial.
+        return t.duration >= final or (not self.marginal(t) and t.lost > (
+            SURE_LOSS * self.cfg.loss_tolerance * t.achieved_pps * final))
 
     def sure_duration(self, t: Trial) -> float:
         """How long a trial at a short failure's rate must be to lose, at
@@ -854,16 +857,22 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
             # The sure failure's forwarded rate puts the edge near it:
             # a pass just under that edge, moved up to close the bracket
             # with the failure if that stays under the edge.
-            found = flat * (1 - PASS_MARGIN * res)
+            found = flat * (1 - CAND_MARGIN * res)
             closing = top * (1 - CLOSE_SURE * res)
             if found < closing <= flat * (1 - res / 8):
                 found = closing
         candidate = min(found, top * (1 - FULL_MARGIN * res))
     elif kind == "closed":
         # A short pass may have ridden the jitter: keep the full-length
-        # one as far under the failure as the stop above does.
-        candidate = min(seen.lo.achieved_pps,
-                        upper.achieved_pps * (1 - FULL_MARGIN * res))
+        # one as far under the failure as the stop above does; and a
+        # short pass the core put as low as closes the bracket moves up
+        # to just under the failure's own estimate of the edge.
+        top = upper.achieved_pps
+        candidate = min(seen.lo.achieved_pps, top * (1 - FULL_MARGIN * res))
+        if run.sure(upper):
+            candidate = max(candidate, min(
+                top * (1 - FULL_MARGIN * res),
+                upper.forwarded_pps / (1 - tol) * (1 - CAND_MARGIN * res)))
     else:
         candidate = None
     if upper is not None:
@@ -900,7 +909,7 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
         hi = b.hi
         candidate = max(candidate, min(
             hi.achieved_pps * (1 - FULL_MARGIN * res),
-            hi.forwarded_pps / (1 - tol) * (1 - PASS_MARGIN * res)))
+            hi.forwarded_pps / (1 - tol) * (1 - CAND_MARGIN * res)))
         # A rate that came out a little high (the generator's rate
         # control) is closed with a candidate a little higher.
         closing = hi.achieved_pps * (1 - CLOSE_SURE * res)
@@ -977,7 +986,7 @@ def _prove_held(run: _Run, b: _Bracket, seen: _Bracket,
         elif not ok:
             b.add(False, t)
     top = b.hi.achieved_pps if b.hi is not None else rate
-    candidate = edge * (1 - PASS_MARGIN * res)
+    candidate = edge * (1 - CAND_MARGIN * res)
     closing = top * (1 - CLOSE_SURE * res)
     if candidate < closing <= edge * (1 - res / 8):
         candidate = closing
