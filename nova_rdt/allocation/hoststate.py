@@ -249,12 +249,8 @@ def incoming_masks(stats: Mapping[str, str] | None, uuid: str
         return {}
 
 
-def span(mask: int) -> int:
-    """The smallest contiguous mask covering ``mask`` (0 for 0)."""
-    if not mask:
-        return 0
-    low = (mask & -mask).bit_length() - 1
-    return cbm.Run(low, mask.bit_length() - low).mask
+# The smallest contiguous mask covering a mask: the placement planner's.
+span = placement.span
 
 
 def _longest(mask: int) -> int:

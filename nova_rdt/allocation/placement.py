@@ -265,7 +265,7 @@ class _State:
         return _State(self.occ | mask, self.excl | mask, self.want)
 
 
-def _span(mask: int) -> int:
+def span(mask: int) -> int:
     """The smallest contiguous mask covering ``mask`` (0 for 0)."""
     if not mask:
         return 0
@@ -278,7 +278,7 @@ def _pmd_cover(cache: _Cache, want: int) -> int:
     span rule does not hold or nothing is shared)."""
     if not cache.pmd or not want:
         return 0
-    return want if cache.rules.sparse else _span(want)
+    return want if cache.rules.sparse else span(want)
 
 
 def _conflict(cache: _Cache, st: _State, item: _Item, x: int) -> str | None:
@@ -330,7 +330,7 @@ def _score(cache: _Cache, st: _State, item: _Item, x: int,
     at_end = lo == run.start or x.bit_length() == run.start + run.length
     if item.sharer and not cache.rules.sparse:
         joined = st.want | x
-        absorbed = cbm.popcount(_span(joined) & ~joined)
+        absorbed = cbm.popcount(span(joined) & ~joined)
         return (absorbed, run.length, int(not at_end), -lo)
     cover = 0 if cache.rules.sparse else _pmd_cover(cache, st.want)
     touches = bool(((x << 1) | (x >> 1)) & cover)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import dataclasses
 
 from nova_rdt import naming
+from nova_rdt.allocation import placement
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.schemata import Schemata
@@ -66,14 +67,6 @@ class PmdPlan:
         return bool(self.dropped)
 
 
-def _span(mask: int) -> int:
-    """The smallest contiguous mask covering ``mask`` (0 for 0)."""
-    if not mask:
-        return 0
-    low = (mask & -mask).bit_length() - 1
-    return cbm.Run(low, mask.bit_length() - low).mask
-
-
 def plan_id(rules: CacheRules, base: int, shares: Mapping[str, int],
             others: int, fallback: int) -> IdPlan:
     """The PMD mask on one cache id.
@@ -95,7 +88,7 @@ def plan_id(rules: CacheRules, base: int, shares: Mapping[str, int],
         mask = want & ~others
         return _valid(rules, IdPlan(mask, 0, _uncovered(shares, mask)),
                       fallback, shares)
-    span = _span(want)
+    span = placement.span(want)
     if not span & others:
         return _valid(rules, IdPlan(span, span & ~want), fallback, shares)
     # Degraded: within the run of ways free of other groups that holds
@@ -107,7 +100,7 @@ def plan_id(rules: CacheRules, base: int, shares: Mapping[str, int],
     else:
         chosen = max(runs, key=lambda r: (cbm.popcount(want & r), -r),
                      default=0)
-    mask = _span(want & chosen)
+    mask = placement.span(want & chosen)
     return _valid(rules, IdPlan(mask, mask & ~want, _uncovered(shares, mask)),
                   fallback, shares)
 

@@ -179,20 +179,6 @@ class ClassGroups:
                 return decided
         return free_schemata(cls, caps, used)
 
-    def _used(self, skip: str | None = None) -> dict[tuple[str, int], int]:
-        """Per (resource, cache id), the ways of every control group but
-        ``skip``; a group that cannot be read is an error here, as no
-        free way can be trusted without it."""
-        used: dict[tuple[str, int], int] = {}
-        for g in self.fs.groups(with_mon=False):
-            if g.kind != "ctrl" or g.name == skip:
-                continue
-            s = g.schemata()
-            for res in s.resources():
-                for cid, mask in s.domains(res).items():
-                    used[res, cid] = used.get((res, cid), 0) | mask
-        return used
-
     def _create(self, gname: str, schemata: Schemata) -> Group:
         g = self.fs.create_group(gname)
         failpoints.hit("agent.class_update")

@@ -122,7 +122,9 @@ class Snapshot:
                      if n != "/" and wanted & t), None)
 
     def taken(self, skip: set[str]) -> dict[str, dict[int, int]]:
-        """:func:`taken`, from this snapshot."""
+        """Per cache resource and id, the union of the masks of every
+        control group (the root's, foreign ones' included) but
+        ``skip``."""
         out: dict[str, dict[int, int]] = {}
         for name, s in self.schemata.items():
             if name in skip:
@@ -174,25 +176,3 @@ def threads(pid: int) -> list[int]:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except OSError:
         return []
-
-
-def taken(fs: Resctrl, caps: caps_mod.Capabilities, skip: set[str]
-          ) -> dict[str, dict[int, int]]:
-    """Per cache resource and id, the union of the masks of every control
-    group (the root's, foreign ones' included) but ``skip``.  A group that
-    cannot be read (removed meanwhile by libvirt) counts for nothing."""
-    out: dict[str, dict[int, int]] = {}
-    for g in fs.groups(with_mon=False):
-        if g.kind != "ctrl" or g.name in skip:
-            continue
-        try:
-            s = g.schemata()
-        except errors.ResctrlError:
-            continue
-        for res in s.resources():
-            if res not in caps.cache:
-                continue
-            per = out.setdefault(res, {})
-            for cid, mask in s.domains(res).items():
-                per[cid] = per.get(cid, 0) | mask
-    return out

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import pytest
 
 from nova_rdt.allocation import hostlayout
+from nova_rdt.allocation import placement
 from nova_rdt.allocation import pmdplan
 from nova_rdt.emulator import profiles
 from nova_rdt.emulator.kernel import KernelError
@@ -53,16 +54,16 @@ def _refusal(rules: pmdplan.CacheRules, current: int, pending: int, new: int,
         return None
     want = current | pending
     if not sharing:
-        if new & pmdplan._span(want) and not rules.sparse:
+        if new & placement.span(want) and not rules.sparse:
             return (f"its ways {new:x} would sit inside the PMD COS "
-                    f"span {pmdplan._span(want):x}")
+                    f"span {placement.span(want):x}")
         return None
     if rules.sparse or not want:
         return None
     grown = want | new
-    if pmdplan._span(grown) != grown:
+    if placement.span(grown) != grown:
         return (f"its ways {new:x} are not adjacent to the PMD COS "
-                f"{want:x}; the PMD mask {pmdplan._span(grown):x} would "
+                f"{want:x}; the PMD mask {placement.span(grown):x} would "
                 f"also cover ways no sharing VM holds")
     return None
 
