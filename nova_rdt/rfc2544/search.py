@@ -676,7 +676,20 @@ def _core(run: _Run, b: _Bracket, max_rate_pps: float, cfg: SearchConfig,
             b.add(False, probe)
     while True:
         if b.closes(b.backed(need), res):
-            return "closed", None
+            hi = b.hi
+            if duration < cfg.trial_duration or run.sure(hi):
+                return "closed", None
+            # The failure that closes the bracket is a shorter trial
+            # (the probe) that proves nothing at full length: measure
+            # its rate at full length.
+            ok, t = run.classify(hi.achieved_pps, duration)
+            if ok:
+                run.say(f"a {hi.duration:g} s trial failed at "
+                        f"{hi.achieved_pps:,.0f} pps, a {t.duration:g} s "
+                        f"one passed: the longer one wins")
+            b.fails.remove(hi)
+            b.add(ok, t)
+            continue
         lo, hi = b.lo, b.hi
         if hi is None:
             # Every failure was overturned by a later pass: go up.
@@ -812,7 +825,7 @@ def search(measure: Measure, max_rate_pps: float,
             note = "no passing rate above min_rate_pps"
     except _Budget:
         note = f"stopped after max_trials={cfg.max_trials}"
-    done = b.closes(b.backed(need), res) and not note
+    done = b.closes(b.backed(need), res) and not note and run.sure(b.hi)
     return _result(run, b.backed(need) if done else b.lo, b.hi, done, False,
                    note)
 
