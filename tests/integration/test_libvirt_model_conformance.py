@@ -26,9 +26,7 @@ from nova_rdt.lab.libvirtd import VirshError
 from nova_rdt.resctrl.schemata import Schemata
 from tests import libvirt_model
 from tests.integration import hooklab
-from tests.integration.conftest import finish_lab
-from tests.integration.conftest import lab_skip_reason
-from tests.integration.conftest import start_lab
+from tests.integration.conftest import prepared_lab
 
 #: gold-6252: 35.75 MiB in 11 ways.
 WAY_KIB = 3328
@@ -97,24 +95,11 @@ CDP = [
 ]
 
 
-def _skip():
-    reason = lab_skip_reason(libvirt=True)
-    if reason:
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module", params=["gold-6252", "gold-6252-cdp"])
 def lab(request, libvirt_cache):
-    _skip()
-    lab = start_lab(profile=request.param, ovs=False,
-                    libvirt_cache_dir=libvirt_cache)
-    try:
-        lab.start()
-    except BaseException:
-        finish_lab(lab)
-        raise
-    yield lab
-    finish_lab(lab)
+    # Each case then writes its own default group.
+    yield from prepared_lab(libvirt_cache, reserved_ways=2,
+                            profile=request.param)
 
 
 def _set_up(lab, case: Case) -> None:

@@ -62,7 +62,7 @@ def _stamp(text: str) -> float:
     """``2026-11-28 08:32:21.059`` (UTC) -> epoch seconds."""
     return datetime.datetime.strptime(
         text[:23], "%Y-%m-%d %H:%M:%S.%f").replace(
-        tzinfo=datetime.timezone.utc).timestamp()
+        tzinfo=datetime.UTC).timestamp()
 
 
 def _groups(lab) -> dict[str, dict[int, int]]:
