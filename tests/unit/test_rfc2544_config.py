@@ -214,3 +214,20 @@ def test_goals_are_parsed_and_bad_ones_named_before_any_trial():
         assert e.value.key == key, (goal, e.value)
     with pytest.raises(rcfg.ConfigError):
         rcfg.parse({"generator": gen, "goals": [{}, {}]})
+
+
+def test_cli_goal_flags(tmp_path):
+    ok = yaml.safe_dump({"generator": GEN, **FAST})
+    res = _cli(tmp_path, ok, "--goal", "loss_ratio=0.5%")
+    assert res.returncode == 2 and "--goal loss_ratio" in res.stderr
+    res = _cli(tmp_path, ok, "--goal", "loss_ratio")
+    assert res.returncode == 2 and "KEY=VALUE" in res.stderr
+    res = _cli(tmp_path, ok, "--goal",
+               "loss_ratio=0,final_trial_duration=1,duration_sum=0.5")
+    assert res.returncode == 2 and "goals[0].duration_sum" in res.stderr
+    res = _cli(tmp_path, ok, "--goal", "loss_ratio=0",
+               "--goal", "loss_ratio=0.005,name=PDR",
+               "--initial-trial-duration", "0.1")
+    assert res.returncode == 0, res.stderr
+    assert "goal NDR" in res.stdout and "goal PDR" in res.stdout
+    assert (tmp_path / "out" / "goals.csv").exists()

@@ -113,3 +113,48 @@ def test_report_json_never_holds_nan():
     assert report.finite({"a": [float("nan"), 1.0, float("inf")],
                           "b": {"c": float("-inf")}}) == \
         {"a": [None, 1.0, None], "b": {"c": None}}
+
+
+def test_goals_in_events_json_csv_and_html(tmp_path):
+    """Each goal's conditional throughput and bounds reach the console,
+    report.json, goals.csv and report.html; results.csv keeps the ONP
+    columns (the first goal's)."""
+    from nova_rdt.rfc2544 import cli
+    from nova_rdt.rfc2544 import search
+
+    dut = SimulatedDut(1e6, 2e6, seed=4, warmup_s=1.0, warmup_share=0.8)
+    goals = (search.SearchGoal(0.0, final_trial_duration=10,
+                               duration_sum=20),
+             search.SearchGoal(0.005, final_trial_duration=10,
+                               duration_sum=20, name="PDR"))
+    cfg = engine.RunConfig(frame_sizes=(64,), label="g", goals=goals,
+                           search=search.SearchConfig(resolution=0.01))
+    events = []
+    r = engine.run(dut, cfg, events.append)
+    result = next(e for e in events if e["event"] == "result")
+    assert [g["goal"] for g in result["goals"]] == ["NDR", "PDR"]
+    ndr, pdr = result["goals"]
+    assert ndr["lower_bound_pps"] <= pdr["lower_bound_pps"]
+    assert result["throughput_pps"] == ndr["conditional_throughput_pps"]
+    assert all("duration" in e for e in events if e["event"] == "trial")
+    line = cli.progress_line(result)
+    assert "goal NDR: conditional throughput" in line and "goal PDR" in line
+    paths = report.write(r, str(tmp_path), plots=False)
+    assert str(tmp_path / "goals.csv") in paths
+    rows = list(csv.DictReader(open(tmp_path / "goals.csv")))
+    assert [row["goal"] for row in rows] == ["NDR", "PDR"]
+    assert float(rows[1]["lower_bound_pps"]) == pdr["lower_bound_pps"]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["config"]["goals"][1]["label"] == "PDR"
+    assert doc["frames"][0]["goals"][0]["goal"] == "NDR"
+    head = next(csv.reader(open(tmp_path / "results.csv")))
+    assert head[:3] == ["frame_size", "throughput_pps", "status"]
+    assert 'id="goals"' in (tmp_path / "report.html").read_text()
+
+
+def test_no_goals_no_goals_csv(tmp_path):
+    dut = SimulatedDut(1e6, 2e6, seed=1)
+    r = engine.run(dut, engine.RunConfig(frame_sizes=(64,)))
+    paths = report.write(r, str(tmp_path), plots=False)
+    assert not any(p.endswith("goals.csv") for p in paths)
+    assert report.to_dict(r)["frames"][0]["goals"] == []
