@@ -127,3 +127,47 @@ def test_the_wrapper_execs_the_real_qemu_with_the_new_line(tmp_path):
     assert res.stdout.split("\n")[:4] == ["-name", "g", "-accel",
                                           "tcg,thread=multi"]
     assert f"{tcg_qemu.LOG_PREFIX} -accel kvm -> -accel tcg" in res.stderr
+
+
+# -- when the lab uses it ------------------------------------------------
+
+def _libvirt(tmp_path, monkeypatch, decision, kvm_why=None):
+    from nova_rdt.lab import libvirtd
+    from nova_rdt.lab.guest import boot
+    monkeypatch.setattr(libvirtd, "kvm_unavailable_reason", lambda: kvm_why)
+    lv = libvirtd.Libvirt(str(tmp_path), supervisor=None)
+    monkeypatch.setattr(lv, "linux_accel",
+                        lambda image=None: boot.AccelDecision(*decision))
+    return lv
+
+
+def test_never_where_kvm_boots_linux(tmp_path, monkeypatch):
+    lv = _libvirt(tmp_path, monkeypatch, ("kvm", "reached userspace"))
+    lv.prepare_for_linux()
+    assert lv.tcg_for_kvm is None and lv.forced == []
+    assert lv.linux_domain_type == "kvm"
+    assert lv.emulator == "/usr/bin/qemu-system-x86_64"
+    assert lv._env().get("PATH") == os.environ.get("PATH")
+
+
+def test_where_kvm_hangs_linux_kvm_domains_get_the_wrapper(tmp_path,
+                                                           monkeypatch):
+    lv = _libvirt(tmp_path, monkeypatch, ("tcg", "stopped at Probing EDD"))
+    lv.prepare_for_linux()
+    assert lv.linux_domain_type == "kvm"
+    assert lv.forced and "stopped at Probing EDD" in lv.forced[0]
+    wrapper = os.path.join(lv.bin_dir, "qemu-system-x86_64")
+    assert lv.emulator == wrapper and os.access(wrapper, os.X_OK)
+    assert lv._env()["PATH"].split(":")[0] == lv.bin_dir
+    with open(wrapper) as f:
+        assert "tcg_qemu.py" in f.read()
+
+
+def test_with_no_kvm_at_all_domains_are_qemu(tmp_path, monkeypatch):
+    lv = _libvirt(tmp_path, monkeypatch, ("tcg", "/dev/kvm: absent"),
+                  kvm_why="/dev/kvm: No such file or directory")
+    lv.prepare_for_linux()
+    assert lv.tcg_for_kvm is None
+    assert lv.linux_domain_type == "qemu"
+    with pytest.raises(Exception, match="needs a /dev/kvm that answers"):
+        lv.use_tcg_for_kvm("forced")
