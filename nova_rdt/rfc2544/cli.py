@@ -78,28 +78,6 @@ def _flag_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _flag_goal(text: str) -> dict:
-    """``loss_ratio=0.005,duration_sum=120`` into a goal's mapping (the
-    config's checks then name the key)."""
-    from nova_rdt.rfc2544 import config as rcfg
-    goal = {}
-    for part in text.split(","):
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise rcfg.ConfigError("--goal", f"{part!r} is not KEY=VALUE, "
-                                   f"e.g. loss_ratio=0.005")
-        if key == "name":
-            goal[key] = value
-            continue
-        try:
-            goal[key] = float(value)
-        except ValueError:
-            raise rcfg.ConfigError(f"--goal {key}", f"{value!r} is not a "
-                                   f"number") from None
-    return goal
-
-
 def merged(args) -> dict:
     """The configuration document: the file, then the flags over it."""
     from nova_rdt.rfc2544 import config as rcfg
@@ -111,7 +89,8 @@ def merged(args) -> dict:
         if value is not None:
             doc[key] = value
     if getattr(args, "goals", None):
-        doc["goals"] = [_flag_goal(g) for g in args.goals]
+        from nova_rdt.rfc2544 import config as rcfg
+        doc["goals"] = [rcfg.goal_from_text(g, "--goal") for g in args.goals]
     if getattr(args, "frame_sizes", None):
         doc["frame_sizes"] = _flag_sizes(args.frame_sizes)
     if getattr(args, "generator", None):

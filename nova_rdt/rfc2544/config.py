@@ -288,6 +288,52 @@ def goals(value, scfg: search.SearchConfig) -> tuple:
     return tuple(out)
 
 
+def goal_from_text(text: str, where: str = "goal") -> dict:
+    """``loss_ratio=0.005,duration_sum=120`` into a goal's mapping, as
+    ``--goal`` and Tempest's ``search_goals`` take it (``goals()`` then
+    checks it and names the key)."""
+    goal: dict = {}
+    for part in str(text).split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(where, f"{part!r} is not KEY=VALUE, e.g. "
+                                     f"loss_ratio=0.005")
+        if key == "name":
+            goal[key] = value.strip()
+            continue
+        try:
+            goal[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"{where} {key}", f"{value!r} is not a "
+                                                f"number") from None
+    return goal
+
+
+def scenario_overrides(search_goals, initial_trial_duration=None,
+                       final_cap: float | None = None) -> dict:
+    """The search keys a caller with its own options (Tempest's
+    ``[nova_rdt] search_goals`` and ``initial_trial_duration``) lays
+    over a run's document.  ``final_cap``: no goal's final trial
+    duration (nor duration sum) beyond this many seconds per trial (a
+    short run)."""
+    out: dict = {}
+    if initial_trial_duration is not None:
+        out["initial_trial_duration"] = initial_trial_duration
+    goals_ = [goal_from_text(g, f"search_goals[{i}]")
+              for i, g in enumerate(search_goals or ())]
+    if final_cap is not None:
+        for g in goals_:
+            final = g.get("final_trial_duration")
+            if final is not None and final > final_cap:
+                ratio = g.get("duration_sum", 2 * final) / final
+                g["final_trial_duration"] = final_cap
+                g["duration_sum"] = ratio * final_cap
+    if goals_:
+        out["goals"] = goals_
+    return out
+
+
 def parse(doc: dict) -> tuple[engine.RunConfig, dict]:
     if not isinstance(doc, dict):
         raise ConfigError("(top)", "expected a mapping")

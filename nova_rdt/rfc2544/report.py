@@ -34,10 +34,8 @@ def to_dict(r: Report) -> dict:
                    "latency_load": cfg.latency_load,
                    "goals": [dataclasses.asdict(g) | {"label": g.label}
                              for g in cfg.goals]},
-        "throughput_kind": ("RFC 2544 throughput (zero loss)"
-                            if cfg.search.loss_tolerance == 0 else
-                            f"partial drop rate (loss <= "
-                            f"{cfg.search.loss_tolerance:.4%})"),
+        "throughput_kind": _kind(cfg.goals[0].loss_ratio if cfg.goals
+                                 else cfg.search.loss_tolerance),
         "frames": [{
             "frame_size": f.frame_size,
             "throughput": {
@@ -74,6 +72,14 @@ def to_dict(r: Report) -> dict:
         fr["throughput"]["status"] = wording.status(fr["throughput"])
         fr["throughput"]["mark"] = wording.mark(fr["throughput"])
     return finite(doc)
+
+
+def _kind(tolerance: float) -> str:
+    """What the throughput column is, by the loss it allows (with
+    goals, the first goal's)."""
+    if tolerance == 0:
+        return "RFC 2544 throughput (zero loss)"
+    return f"partial drop rate (loss <= {tolerance:.4%})"
 
 
 def finite(obj):

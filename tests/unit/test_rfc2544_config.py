@@ -231,3 +231,23 @@ def test_cli_goal_flags(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "goal NDR" in res.stdout and "goal PDR" in res.stdout
     assert (tmp_path / "out" / "goals.csv").exists()
+
+
+def test_scenario_overrides_from_tempest_options():
+    from nova_rdt.rfc2544 import config as rcfg
+    over = rcfg.scenario_overrides(
+        ["loss_ratio=0,final_trial_duration=60,duration_sum=120",
+         "loss_ratio=0.005,name=PDR"], 1.0, final_cap=1.0)
+    assert over["initial_trial_duration"] == 1.0
+    ndr, pdr = over["goals"]
+    assert ndr == {"loss_ratio": 0.0, "final_trial_duration": 1.0,
+                   "duration_sum": 2.0}
+    assert pdr == {"loss_ratio": 0.005, "name": "PDR"}
+    gen = {"type": "simulated", "capacity_pps": 1e6, "line_rate_pps": 1e7}
+    run, _gen = rcfg.parse({"generator": gen, "trial_duration": 1.0,
+                            **over})
+    assert [g.label for g in run.goals] == ["NDR", "PDR"]
+    assert rcfg.scenario_overrides([], None) == {}
+    with pytest.raises(rcfg.ConfigError) as e:
+        rcfg.scenario_overrides(["loss_ratio=lots"])
+    assert e.value.key == "search_goals[0] loss_ratio"
