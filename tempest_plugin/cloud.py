@@ -32,6 +32,8 @@ LOG = logging.getLogger(__name__)
 DIAGNOSTICS_MICROVERSION = "2.48"      # the standard diagnostics format
 NO_NIC_MICROVERSION = "2.37"           # networks: "none"
 KVM_MARK = "Hypervisor detected: KVM"
+#: Seconds between two reads of a console waited for.
+CONSOLE_POLL = 2.0
 #: ovs-vswitchd's smallest stats-update-interval, and a margin (s).
 OVSDB_STATS_INTERVAL = 6.0
 
@@ -156,7 +158,7 @@ class TempestCloud:
                 self._facts["accel"] = "kvm"
             if mark in text or self.clock() >= deadline:
                 break
-            self.sleep(5)
+            self.sleep(CONSOLE_POLL)
         if mark not in text:
             LOG.warning("the console of %s never said %r", server_id, mark)
             self._consoles_talk = False
@@ -250,6 +252,8 @@ class TempestCloud:
                     self._flavor_of.get(noisy_id), {})):
             return
         ways = int(specs["rdt:l3_cache_ways"])
+        rdt_class = self._specs.get(self._flavor_of.get(noisy_id),
+                                    {}).get("rdt:class")
         exporter = exporter_mod.Exporter(self.opts.exporter_url)
         last = {"problems": ["not read"]}
 
@@ -257,7 +261,7 @@ class TempestCloud:
             # The hook publishes the PMD COS it derives a moment after
             # the domain starts: read until it holds or time is up.
             last["problems"] = exporter_mod.pmd_sharing_problems(
-                exporter.layout(), fwd, ways, noisy_id)
+                exporter.layout(), fwd, ways, noisy_id, rdt_class)
             return not last["problems"]
         exporter.wait_for("the pair's groups", settled, timeout=30)
         self.whitebox.append({"servers": {"forwarding": fwd,
@@ -297,13 +301,29 @@ class TempestCloud:
 
     # -- measurements --
     def measure(self, forwarding_id, frame_sizes, short) -> list[dict]:
+        self.runs += 1
+        label = f"run-{self.runs}"
+        frames = self._measure(label, frame_sizes, short)
+        missing = [f["frame_size"] for f in frames
+                   if f.get("avg_latency_us") is None]
+        if missing:
+            # A search that found no passing rate (a guest that stalled
+            # through its trials: emulated CPUs on a busy host) is run
+            # once more; both reports are kept.
+            LOG.warning("no latency at %s B: measuring once more",
+                        ", ".join(map(str, missing)))
+            again = {f["frame_size"]: {**f, "measured_twice": True}
+                     for f in self._measure(f"{label}-again", missing,
+                                            short)}
+            frames = [again.get(f["frame_size"], f) for f in frames]
+        return frames
+
+    def _measure(self, label, frame_sizes, short) -> list[dict]:
         from nova_rdt.rfc2544 import config as rcfg
         from nova_rdt.rfc2544 import engine
         from nova_rdt.rfc2544 import generators
         from nova_rdt.rfc2544 import report
 
-        self.runs += 1
-        label = f"run-{self.runs}"
         doc = rcfg.load_file(self.opts.generator_config)
         doc.update({"label": label,
                     "frame_sizes": [int(s) for s in frame_sizes],

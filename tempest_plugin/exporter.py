@@ -94,14 +94,16 @@ def _show(ways: dict[str, set[int]]) -> str:
 
 
 def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
-                         neighbour: str) -> list[str]:
+                         neighbour: str,
+                         neighbour_class: str | None = None) -> list[str]:
     """What is wrong, read from one ``/api/layout``, with a PMD-sharing
     server (``rdt:pmd_share=true``, ``sharer_ways`` ways) beside a
     neighbour on ways of its own: the sharer's group holds exactly its
     flavor's ways on every cache it is on, and shares ways with the PMD
     COS on the PMD cores' caches (where the PMD COS holds ways beyond
     the host's); the neighbour's group touches neither.  Empty: all
-    holds."""
+    holds.  ``neighbour_class``: the neighbour is a member of that
+    ``rdt:class``, whose group is then the one looked at."""
     sets = way_sets(layout)
     problems = []
 
@@ -123,8 +125,11 @@ def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
         problems.append("the PMD COS holds no ways beyond the host's on "
                         "any cache")
 
-    def one(uuid, what):
-        groups = _groups_of(layout, uuid)
+    def one(uuid, what, rdt_class=None):
+        groups = (_groups_of(layout, uuid) if rdt_class is None else
+                  [g["group"] for g in layout.get("groups", [])
+                   if g["kind"] == "class"
+                   and g["group"].endswith("class-" + rdt_class)])
         if len(groups) != 1:
             problems.append(f"the {what} ({uuid}) has {len(groups)} "
                             f"groups of its own: {groups}")
@@ -132,7 +137,7 @@ def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
         return groups[0], sets.get(groups[0], {})
 
     fgroup, fways = one(sharer, "PMD-sharing server")
-    ngroup, nways = one(neighbour, "neighbour")
+    ngroup, nways = one(neighbour, "neighbour", neighbour_class)
     if fgroup and not fways:
         problems.append(f"the PMD-sharing server's group {fgroup} holds "
                         f"no L3 ways")

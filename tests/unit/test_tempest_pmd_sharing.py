@@ -63,3 +63,19 @@ def test_a_server_without_a_group_of_its_own_is_said():
                      if g.get("instance_uuid") != NB]
     problems = exporter.pmd_sharing_problems(doc, FWD, 4, NB)
     assert any("neighbour (n-uuid) has 0 groups" in p for p in problems)
+
+
+def test_a_class_member_neighbour_is_judged_by_its_class_group():
+    owners = {cid: {("nova-rdt-class-low_priority" if g == "qemu-2-b-vcpus_0"
+                     else g): w for g, w in o.items()}
+              for cid, o in GOOD.items()}
+    doc = layout(owners)
+    doc["groups"] = [g for g in doc["groups"] if g.get("instance_uuid") != NB]
+    doc["groups"].append({"group": "nova-rdt-class-low_priority",
+                          "kind": "class", "instance_uuid": None})
+    assert exporter.pmd_sharing_problems(doc, FWD, 4, NB,
+                                         "low_priority") == []
+    owners[1]["nova-rdt-class-low_priority"] = {8, 9}
+    problems = exporter.pmd_sharing_problems(layout(owners) | {
+        "groups": doc["groups"]}, FWD, 4, NB, "low_priority")
+    assert any("shares ways [8]" in p for p in problems), problems

@@ -660,6 +660,11 @@ class AllInOne:
             "NOVA_RDT_TEMPEST_DISK_GB": "1",
             "NOVA_RDT_TEMPEST_RDT": "emulated" if self.lab.emulated
             else "real",
+            # The guest cannot tell: TCG under a kvm domain prints no
+            # "Hypervisor detected".
+            "NOVA_RDT_TEMPEST_ACCEL": "tcg" if (
+                self.machine.virt_type == "qemu"
+                or getattr(self.guest, "tcg_for_kvm", False)) else "kvm",
         }
 
     def _start_dataplane(self) -> None:

@@ -60,6 +60,7 @@ class Neutron:
                 "notify_nova_on_port_data_changes": True,
                 # One RPC worker: two cores, as devstack's API_WORKERS.
                 "rpc_workers": 1, "rpc_state_report_workers": 1,
+                "graceful_shutdown_timeout": 5,
                 "state_path": self.data},
             "database": {"connection": self.db_url},
             "keystone_authtoken": self.keystone.authtoken(self.user),

@@ -92,6 +92,12 @@ class Nova:
             "keystone_authtoken": ks.authtoken(self.user),
             "placement": ks.client_auth("placement"),
             "neutron": ks.client_auth("neutron"),
+            # lib/nova's: Nova's calls on a user's behalf carry its own
+            # service token too.  Neutron lets only the service role
+            # delete a port bound to a server (delete_port's "not
+            # rule:compute_device" for members).
+            "service_user": {**ks.client_auth(self.user),
+                             "send_service_user_token": True},
             "glance": {"region_name": keystone_mod.REGION},
             "oslo_concurrency": {"lock_path": os.path.join(self.data,
                                                            "lock")},
