@@ -132,6 +132,10 @@ SURE = 1.5
 # against the jitter of a trial at the edge, where a bound within the
 # resolution of it is right anyway).
 SURE_LOSS = 1.0
+# ... and SURE_LOSS_DOUBTED x once a longer trial has passed where a
+# short one failed (a warm-up's loss, all of it in a trial's first
+# seconds, moves with the capacity's jitter by tens of per cent).
+SURE_LOSS_DOUBTED = 1.5
 LONGEST = 0.8
 # The trial after the probe, aimed at a sure failure, goes AIM_SURE x
 # resolution over the one-failure estimate (a higher loss ratio there
@@ -251,6 +255,8 @@ class _Run:
         self.log: list[str] = []
         # Cleared once a shortened trial passed where it was to fail.
         self.trust_short = True
+        # Raised once a longer trial passed where a short one failed.
+        self.sure_loss = SURE_LOSS
 
     def trial(self, rate: float, duration: float | None = None) -> Trial:
         if self.spent >= self.cfg.max_trials:
@@ -273,7 +279,8 @@ class _Run:
         # A marginal failure is not sure however short: a transient
         # burst of a few frames need not come back in the longer trial.
         return t.duration >= final or (not self.marginal(t) and t.lost > (
-            SURE_LOSS * self.cfg.loss_tolerance * t.achieved_pps * final))
+            self.sure_loss * self.cfg.loss_tolerance * t.achieved_pps *
+            final))
 
     def sure_duration(self, t: Trial) -> float:
         """How long a trial at a short failure's rate must be to lose, at
@@ -338,11 +345,17 @@ class _Bracket:
             self.fails.append(t)
             self.failed.append(t)
 
-    def spread(self) -> float:
+    def spread(self, res: float = 0.0) -> float:
         """How far the capacity moved between failures, relative: the
         most a failure forwarded under one that was sent more.  A DUT
         whose forwarding only falls with the load shows none."""
         fs = sorted(self.failed, key=lambda t: t.achieved_pps)
+        if self.curve_duration:
+            # Once lengths are known to matter, a failure that barely
+            # failed says where a slowly growing loss crosses the
+            # tolerance (a warm-up's), not what the capacity was.
+            fs = [t for t in fs if t.forwarded_pps < t.achieved_pps * (
+                1 - self.tol - GENTLE * res)]
         # Once lengths are known to matter, only trials of one length
         # compare: a longer trial forwards less than a short one through
         # a buffer, more through a warm-up, and neither is the capacity
@@ -357,7 +370,7 @@ class _Bracket:
 
     def moving(self, res: float) -> bool:
         """Whether two failures say the capacity moved between them."""
-        return self.spread() >= MOVED * res
+        return self.spread(res) >= MOVED * res
 
     @property
     def lo(self) -> Trial | None:
@@ -543,10 +556,7 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
         # the pass in doubling steps, never past the geometric middle.
         return min(bottom * (1 + res * 2 ** b.rises),
                    math.sqrt(bottom * top)), None
-    creep = 2 if b.curve_duration else 3
-    if bottom and b.streak >= creep and all(
-            t.forwarded_pps >= t.achieved_pps * (1 - b.tol - GENTLE * res)
-            for t in b.failed[-creep:]):
+    if bottom and _gentle(b, res, 2 if b.curve_duration else 3):
         # Failures in a row that each barely failed (two, once shorter
         # trials have disagreed with longer ones; three otherwise): the
         # loss grows slowly past the edge (a warm-up's frames, lost
@@ -606,6 +616,14 @@ def _aim(b: _Bracket, res: float, bottom: float, top: float
     # failure nearer the edge otherwise.
     rate = min(high * (1 - PASS_MARGIN * res), pass_close)
     return rate, True if low >= high * (1 - res / 8) else None
+
+
+def _gentle(b: _Bracket, res: float, n: int) -> bool:
+    """Whether the last ``n`` trials failed, each barely (forwarding
+    within GENTLE resolutions, plus the tolerance, of what it sent)."""
+    return b.streak >= n and len(b.failed) >= n and all(
+        t.forwarded_pps >= t.achieved_pps * (1 - b.tol - GENTLE * res)
+        for t in b.failed[-n:])
 
 
 def _noisy(b: _Bracket, res: float) -> bool:
@@ -830,6 +848,63 @@ def search(measure: Measure, max_rate_pps: float,
                    note)
 
 
+def _candidate(run: _Run, seen: _Bracket, kind: str, found,
+               cfg: SearchConfig) -> float | None:
+    """Where the exploration puts its full-length candidate pass."""
+    tol, res = cfg.loss_tolerance, cfg.resolution
+    upper = seen.hi
+    if kind == "stop":
+        top = upper.achieved_pps
+        flat = upper.forwarded_pps / (1 - tol)
+        if run.sure(upper) and flat >= top * (1 - NEAR_SURE * res):
+            # The sure failure's forwarded rate puts the edge near it:
+            # a pass just under that edge, moved up to close the bracket
+            # with the failure if that stays under the edge.
+            found = flat * (1 - CAND_MARGIN * res)
+            closing = top * (1 - CLOSE_SURE * res)
+            if found < closing <= flat * (1 - res / 8):
+                found = closing
+        return min(found, top * (1 - FULL_MARGIN * res))
+    if kind == "closed":
+        # A short pass may have ridden the jitter: the candidate stays
+        # under the middle of the short bracket, and as far under the
+        # failure as the stop above does; a short pass the core put as
+        # low as closes the bracket moves up to just under the sure
+        # failure's own estimate of the edge.
+        top = upper.achieved_pps
+        middle = (seen.lo.achieved_pps + top) / 2
+        candidate = min(seen.lo.achieved_pps, top * (1 - FULL_MARGIN * res),
+                        middle * (1 - CAND_MARGIN * res))
+        if run.sure(upper):
+            candidate = max(candidate, min(
+                top * (1 - FULL_MARGIN * res),
+                upper.forwarded_pps / (1 - tol) * (1 - CAND_MARGIN * res)))
+        return candidate
+    return None
+
+
+def _prove_failure(run: _Run, upper: Trial, candidate: float | None,
+                   cfg: SearchConfig) -> tuple[bool, Trial]:
+    """A short failure that is not sure, measured again until it is: as
+    high as still closes the bracket with the candidate (the more it
+    loses, the shorter it may be), then at full length if need be.  A
+    longer trial that passes is confirmed at full length: a warm-up,
+    or a short trial that rode the jitter, and a bound either way."""
+    tol, res = cfg.loss_tolerance, cfg.resolution
+    final = cfg.trial_duration
+    rate = upper.achieved_pps
+    longer = run.sure_duration(upper)
+    if candidate is not None and tol:
+        higher = candidate / (1 - CLOSE_SURE * res)
+        if higher > rate:
+            loss = 1 - (1 - upper.loss_ratio) * rate / higher
+            rate, longer = higher, run.sure_duration_at(loss)
+    ok, t = run.classify(rate, longer)
+    if longer < final and (ok or not run.sure(t)):
+        ok, t = run.classify(rate, final)
+    return ok, t
+
+
 def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
              cfg: SearchConfig, seed: Sequence[Trial] = ()):
     """Short trials find the edge; full-length trials prove it.
@@ -844,78 +919,56 @@ def _explore(run: _Run, b: _Bracket, max_rate_pps: float,
     seen = _Bracket(tol)
     for t in seed:
         seen.add(t.passed(tol), t)
-    kind, found = _core(run, seen, max_rate_pps, cfg, short, 1,
-                        plan=_explored(run, cfg))
-    if kind == "max":
-        # Short trials kept up at the maximum: a full-length one says.
-        ok, t = run.classify(max_rate_pps, final)
-        if ok:
-            return "max", t
-        run.say(f"{short:g} s trials passed at the generator's maximum, "
-                f"a {final:g} s trial failed there: the full-length one "
-                f"wins")
-        # Shorter trials pass where longer ones fail here (a buffer):
-        # a shortened trial would only pass again.
-        run.trust_short = False
-        b.add(False, t)
-        return _prove(run, b, max_rate_pps, cfg)
-    upper = seen.hi
-    held = _held(seen.fails) if kind == "stop" else None
-    if held is not None:
-        return _prove_held(run, b, seen, max_rate_pps, cfg, *held)
-    if kind == "stop":
-        top = upper.achieved_pps
-        flat = upper.forwarded_pps / (1 - tol)
-        if run.sure(upper) and flat >= top * (1 - NEAR_SURE * res):
-            # The sure failure's forwarded rate puts the edge near it:
-            # a pass just under that edge, moved up to close the bracket
-            # with the failure if that stays under the edge.
-            found = flat * (1 - CAND_MARGIN * res)
-            closing = top * (1 - CLOSE_SURE * res)
-            if found < closing <= flat * (1 - res / 8):
-                found = closing
-        candidate = min(found, top * (1 - FULL_MARGIN * res))
-    elif kind == "closed":
-        # A short pass may have ridden the jitter: keep the full-length
-        # one as far under the failure as the stop above does; and a
-        # short pass the core put as low as closes the bracket moves up
-        # to just under the failure's own estimate of the edge.
-        top = upper.achieved_pps
-        candidate = min(seen.lo.achieved_pps, top * (1 - FULL_MARGIN * res))
-        if run.sure(upper):
-            candidate = max(candidate, min(
-                top * (1 - FULL_MARGIN * res),
-                upper.forwarded_pps / (1 - tol) * (1 - CAND_MARGIN * res)))
-    else:
-        candidate = None
-    if upper is not None:
+    for again in range(2):
+        kind, found = _core(run, seen, max_rate_pps, cfg, short, 1,
+                            plan=_explored(run, cfg))
+        if kind == "max":
+            # Short trials kept up at the maximum: a full-length one
+            # says.
+            ok, t = run.classify(max_rate_pps, final)
+            if ok:
+                return "max", t
+            run.say(f"{short:g} s trials passed at the generator's "
+                    f"maximum, a {final:g} s trial failed there: the "
+                    f"full-length one wins")
+            # Shorter trials pass where longer ones fail here (a
+            # buffer): a shortened trial would only pass again.
+            run.trust_short = False
+            b.add(False, t)
+            return _prove(run, b, max_rate_pps, cfg)
+        upper = seen.hi
+        held = _held(seen.fails) if kind == "stop" else None
+        if held is not None:
+            return _prove_held(run, b, seen, max_rate_pps, cfg, *held)
+        candidate = _candidate(run, seen, kind, found, cfg)
+        if upper is None:
+            break
         if run.sure(upper):
             b.add(False, upper)
-        else:
-            rate = upper.achieved_pps
-            longer = run.sure_duration(upper)
-            if candidate is not None and tol:
-                # As high as still closes the bracket with the candidate:
-                # the more it loses, the shorter it may be.
-                higher = candidate / (1 - CLOSE_SURE * res)
-                if higher > rate:
-                    loss = 1 - (1 - upper.loss_ratio) * rate / higher
-                    rate, longer = higher, run.sure_duration_at(loss)
-            ok, t = run.classify(rate, longer)
-            if not ok and longer < final and not run.sure(t):
-                # Still within what a full-length trial may lose: only
-                # a full-length one can say.
-                ok, t = run.classify(rate, final)
-            if ok:
-                run.say(f"a {upper.duration:g} s trial failed at "
-                        f"{rate:,.0f} pps, a {t.duration:g} s one "
-                        f"passed: the longer one wins")
-                run.trust_short = False
-                if t.duration >= final:
-                    b.add(True, t)
-                candidate = None
-            else:
-                b.add(False, t)
+            break
+        ok, t = _prove_failure(run, upper, candidate, cfg)
+        if not ok:
+            b.add(False, t)
+            break
+        run.say(f"a {upper.duration:g} s trial failed at "
+                f"{upper.achieved_pps:,.0f} pps, a {t.duration:g} s one "
+                f"passed at {t.achieved_pps:,.0f}: the longer one wins")
+        b.add(True, t)
+        candidate = None
+        # Short failures are suspect from now on: one that proved a
+        # full-length failure by a hair may have proved it by jitter.
+        run.sure_loss = SURE_LOSS_DOUBTED
+        if again:
+            # Twice: the short trials' failures say nothing of the
+            # full-length edge here (a warm-up).
+            run.trust_short = False
+            break
+        # Once may be a short trial that rode the jitter or a burst:
+        # explore again above the full-length pass.
+        seen.fails.remove(upper)
+        # Nor is it evidence that the capacity moves.
+        seen.failed.remove(upper)
+        seen.add(True, t)
     if candidate is not None and b.hi is not None and b.hi is not upper:
         # The sure failure was measured anew, higher or longer: the
         # candidate may close the bracket with it from higher up too.
