@@ -1,6 +1,7 @@
 """Throughput search: the highest rate whose loss stays within tolerance.
 
-Pure: it only calls ``measure(rate_pps, duration) -> Trial``.
+Pure: it only calls ``measure(rate_pps, duration) -> Trial``, and
+chooses both.
 
 Every bound is the rate a trial really **sent** (``achieved_pps``), never
 the rate it asked for: a generator that cannot send what it is asked
@@ -62,9 +63,30 @@ bets on one behaviour:
    contradicts a pass at or above its rate (a noisy software path), is
    measured once more and the better of the two counts.
 
-:func:`bisection` is plain RFC 2544 binary search (bounded, like
-:func:`search`, by what the first trial really sent), the baseline of
-the benchmark.  Both stop when ``upper - lower <= resolution * upper``.
+6. **Short trials find the edge, full-length trials prove it.**  A
+   trial's verdict depends on its length: a deep buffer passes a short
+   trial at a rate a full-length one fails, a warm-up fails it at a
+   rate a full-length one passes.  So exploratory trials
+   (``initial_trial_duration``) only aim; the result needs
+   ``verify_repeats + 1`` full-length passes, and the upper bound a
+   *sure* failure: a full-length one, or a shorter one that lost more
+   frames than a whole full-length trial may (the full-length trial
+   loses them in its first seconds too, if the DUT starts every trial
+   alike), never by a marginal few (a transient burst need not come
+   back).  The failure next to the edge is therefore measured only as
+   long as it must be to be sure, aimed where its loss makes that
+   short.  Where durations disagree the longer trial wins and the
+   search logs it: a longer pass where a short trial failed is
+   confirmed at full length and explored above (twice, and short
+   failures become suspect: a warm-up); a longer failure that
+   forwarded less than a shorter one is a DUT that holds frames, whose
+   line through both gives the full-length edge (:func:`_held`).
+
+:func:`search_goals` serves several RFC 9971 goals (:class:`SearchGoal`)
+from shared trials.  :func:`bisection` is plain RFC 2544 binary search
+(bounded, like :func:`search`, by what the first trial really sent),
+the baseline of the benchmark.  Both stop when
+``upper - lower <= resolution * upper``.
 """
 
 from __future__ import annotations
