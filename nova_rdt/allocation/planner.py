@@ -390,13 +390,10 @@ def taken(state: hoststate.HostRdtState, request: spec.RdtRequest,
         c = (state.classes or {}).get(request.rdt_class)
         if c is None or c.exists:
             return state                    # its group holds it already
-        ways = {cid: {kind: max(c.l3_ways, cache.min_ways)
-                      for kind in state.cache_types}
-                for cid, cache in state.cache.items()}
-        masks, moved = _decide(state, Demand(frozenset(), ways, {}, False),
-                               False)
-        made = state.with_moves(moved).with_allocation(masks,
-                                                       movable=True)
+        # Its first member makes its group (a CLOS, an RMID); the later
+        # members of the same request join it, so where its ways go is
+        # nothing to them.
+        made = state.with_allocation({})
         return dataclasses.replace(made, classes={
             **(state.classes or {}),
             c.name: dataclasses.replace(c, exists=True)})

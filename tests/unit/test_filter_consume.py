@@ -152,7 +152,6 @@ def test_a_class_is_made_once_then_free():
                           planner.spec.parse({"rdt:class": "low"}, 4),
                           planner.Placement(4))
     assert after.clos_free == 0 and after.classes["low"].exists
-    assert after.cache[0].used["both"] == 0x3 | 0x3c
 
 
 def test_sharers_of_one_request_stack_next_to_the_pmd_cos():

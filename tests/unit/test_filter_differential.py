@@ -450,12 +450,52 @@ def probes(rng: random.Random, host: Host, k: int) -> list[Boot]:
     return [random_boot(rng, host) for _ in range(k)]
 
 
+def multi_create(host: Host, boot: Boot, stats: dict) -> tuple[bool, bool]:
+    """The second instance of a two-instance request, after the first
+    went to this host: (the filter passes it, the compute accepts it).
+
+    The filter runs in Nova's loop (filter, consume, filter again); the
+    compute claims the first for real, then asks for the second, and the
+    first's reservation is given back."""
+    hs = host_manager.HostState("h", "h", "cell")
+    hs.stats = stats
+    hs.num_instances = 0
+    hs.numa_topology, hs.limits, hs.pci_stats = None, {}, None
+    hs.free_ram_mb = hs.total_usable_ram_mb = 1 << 20
+    hs.free_disk_mb = 1 << 30
+    hs.vcpus_total, hs.vcpus_used = 1024, 0
+    hs.updated = None
+    spec_obj = boot.spec_obj()
+    spec_obj.num_instances = 2
+    f = rdt_filter.RDTFilter()
+    f.run_filter_for_index(0)
+    try:
+        f.filter_all([hs], spec_obj)
+    except exception.NoValidHost:
+        return False, False
+    hs.consume_from_request(spec_obj)
+    f.run_filter_for_index(1)
+    passes = bool(f.filter_all([hs], spec_obj))
+    try:
+        host.decide(boot, "first", dry_run=False)
+    except (planner.CannotHonour, exception.ComputeResourcesUnavailable):
+        return passes, False
+    try:
+        accepts, _why = host.accepts(boot)
+    finally:
+        host.placer.release("first")
+    return passes, accepts
+
+
 @dataclasses.dataclass
 class Tally:
     states: int = 0
     pairs: int = 0
     late: list = dataclasses.field(default_factory=list)    # pass, refuse
     early: list = dataclasses.field(default_factory=list)   # refuse, accept
+    multi: int = 0              # second instances of a multi-create
+    multi_late: list = dataclasses.field(default_factory=list)
+    multi_early: list = dataclasses.field(default_factory=list)
     starts: int = 0
     no_room: list = dataclasses.field(default_factory=list)
 
@@ -475,7 +515,7 @@ def compare(host: Host, boot: Boot, t: Tally, where: str,
 
 
 def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
-              k: int = 6) -> None:
+              k: int = 6, multi: bool = False) -> None:
     rng = random.Random(seed)
     host = Host(random_setup(rng), tmp_root)
     for step in range(steps):
@@ -483,6 +523,15 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
         stats = host.published()        # what the scheduler reads now
         for boot in probes(rng, host, k):
             compare(host, boot, t, f"seed {seed} step {step}", stats)
+        if multi:
+            boot = dataclasses.replace(random_boot(rng, host), numa=False,
+                                       pinned=False)
+            passes, accepts = multi_create(host, boot, stats)
+            t.multi += 1
+            if passes and not accepts:
+                t.multi_late.append((seed, step, host.s, boot))
+            elif accepts and not passes:
+                t.multi_early.append((seed, step, host.s, boot))
         op = rng.random()
         try:
             if op < 0.6 or not host.domains:
@@ -632,3 +681,19 @@ def test_a_spawn_walks_resctrl_three_times(tmp_path, share):
     before = host.fs.walks
     assert host.boot(Boot(ways=3, share=share)) is not None
     assert host.fs.walks - before == 3
+
+
+def test_a_multi_create_second_instance(tmp_path):
+    """The filter counts a request's earlier instances on the published
+    document (as Nova's consume_from_request counts their RAM); the
+    compute then places the next one, as it places the first."""
+    trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120")) // 2
+    t = Tally()
+    for seed in range(trials):
+        run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True)
+    print(f"\nmulti-create: {t.multi} second instances; filter passes / "
+          f"compute refuses: {len(t.multi_late)}; filter refuses / compute "
+          f"accepts: {len(t.multi_early)}")
+    assert t.multi > 100
+    assert not t.multi_late, t.multi_late[:3]
+    assert not t.multi_early, t.multi_early[:3]
