@@ -97,8 +97,16 @@ def uninstall(args) -> int:
              args.settings_path]
     # Said as it was: a second uninstall removes nothing and says so.
     present = [p for p in paths if os.path.lexists(p)]
+    # The shim's markers live under the installed settings' state path.
+    state_path = None
+    try:
+        from nova_rdt.host.settings import HookSettings
+        state_path = HookSettings.load(args.settings_path).state_path
+    except Exception:  # no or unreadable settings: no markers to find
+        pass
     install_mod.uninstall(hooks_dir=args.hooks_dir,
-                          settings_path=args.settings_path)
+                          settings_path=args.settings_path,
+                          state_path=state_path)
     absent = [p for p in paths if p not in present]
     text = [f"removed {p}" for p in present] + \
         [f"{p}: not there, nothing to remove" for p in absent]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 
 from nova_rdt.host.settings import HookSettings
@@ -27,26 +28,45 @@ NOVA_RDT_SETTINGS={settings}
 NOVA_RDT_STRICT={strict}
 NOVA_RDT_INCOMING={incoming}
 
-# A domain's marker: a hash of its name, never the name itself.
-marker="$NOVA_RDT_INCOMING/$(printf '%s' "$1" | md5sum | cut -c1-32)"
+# libvirt runs "migrate" on the destination of an incoming live migration
+# and "restore" before a saved domain (Nova's suspend and resume) comes
+# back, both before QEMU starts.  The guest's vCPUs then wait until
+# libvirt resumes them, so "started" can write the decided masks before
+# they run, but only if it does not return first: done in the
+# background, the write landed 180-270 ms after the guest resumed on
+# libvirt's own choice of ways.  Those ops leave a marker, named by a
+# checksum of the domain's name (never the name: it is not trusted), and
+# print nothing, so libvirt keeps the XML.  A marker that outlives a
+# failed migration costs the next start of that name one foreground run.
+incoming=0
 case "$2" in
-    # libvirt runs "migrate" on the destination of an incoming migration
-    # only, before QEMU starts there.  The guest's vCPUs then wait for
-    # the Finish phase, so "started" can write the decided masks before
-    # they run, but only if it does not return first: done in the
-    # background, the write landed 180-270 ms after the guest resumed on
-    # libvirt's own choice of ways.  No output: the XML is kept.
-    migrate) mkdir -p "$NOVA_RDT_INCOMING" && : > "$marker"; exit 0 ;;
+    migrate|restore|started|release)
+        sum=$(printf '%s' "$1" | cksum | cut -d ' ' -f 1)
+        marker="$NOVA_RDT_INCOMING/$sum"
+        case "$2:$sum" in
+            *:) ;;   # no checksum: no marker (the background path)
+            migrate:*|restore:*)
+                # Best effort: without a marker the start only goes on in
+                # the background, as any other.  Never ":" here: a failed
+                # redirection of a special built-in ends the shell.
+                [ -L "$NOVA_RDT_INCOMING" ] || [ -d "$NOVA_RDT_INCOMING" ] \
+                    || mkdir -m 0700 "$NOVA_RDT_INCOMING" 2>/dev/null
+                [ -L "$marker" ] || {{ true > "$marker"; }} 2>/dev/null
+                exit 0 ;;
+            started:*)
+                if [ -f "$marker" ] && [ ! -L "$marker" ]; then
+                    incoming=1
+                    rm -f "$marker"
+                fi ;;
+            release:*) rm -f "$marker" ;;
+        esac ;;
+esac
+case "$2" in
     started|release|reconnect) ;;
     # prepare only matters when a failure may stop the start.
     prepare) [ "$NOVA_RDT_STRICT" = 1 ] || exit 0 ;;
     *) exit 0 ;;
 esac
-incoming=0
-if [ -e "$marker" ]; then
-    [ "$2" = started ] && incoming=1
-    [ "$2" = started ] || [ "$2" = release ] && rm -f "$marker"
-fi
 if [ "$NOVA_RDT_STRICT" = 1 ] || [ $incoming = 1 ]; then
     exec "$NOVA_RDT_PYTHON" -m nova_rdt.hook.main --settings "$NOVA_RDT_SETTINGS" -- "$@"
 fi
@@ -97,10 +117,15 @@ def install(settings: HookSettings, hooks_dir: str = DEFAULT_HOOKS_DIR,
 
 
 def uninstall(hooks_dir: str = DEFAULT_HOOKS_DIR,
-              settings_path: str = DEFAULT_SETTINGS) -> None:
+              settings_path: str = DEFAULT_SETTINGS,
+              state_path: str | None = None) -> None:
     for path in (os.path.join(hooks_dir, "qemu.d", "nova-rdt"),
                  settings_path):
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    if state_path:
+        # The shim's markers of domains arriving (see the shim).
+        shutil.rmtree(os.path.join(state_path, "incoming"),
+                      ignore_errors=True)
