@@ -8,9 +8,12 @@ TCG boots that kernel, yet libvirt refuses ``<cachetune>`` and
 QEMU it starts really uses, so a kvm-typed domain whose QEMU turns
 ``-accel kvm`` into TCG keeps every part of libvirt's resctrl path
 (allocate, make the group, move the vCPU threads, remove the group) and
-boots Linux.  Nova's XML goes to libvirt unchanged: the lab binds this
-program over ``/usr/bin/qemu-system-x86_64`` in its own mount namespace
-only, with the real binary bound aside (:func:`install_command`).
+boots Linux.  Nova's XML goes to libvirt unchanged: the lab puts a
+wrapper named ``qemu-system-x86_64`` first on its own libvirtd's
+``PATH`` (:meth:`nova_rdt.lab.libvirtd.Libvirt.use_tcg_for_kvm`), so it
+is the default emulator of libvirt's capabilities, and the wrapper
+execs the real binary where it is installed (QEMU finds its modules and
+firmware relative to its own path).
 
 Only a guest's command line is changed (it carries ``-name``); libvirt's
 capability probe (``-machine none,accel=kvm:tcg``, no ``-name``) goes
@@ -23,7 +26,8 @@ What changes, and why:
   that run the guest.
 * no ``-cpu``, or QEMU's default ``qemu64`` (Nova gave no model) ->
   ``-cpu max``: testpmd's DPDK build needs SSE4.2, which qemu64 lacks.
-  A model Nova chose is kept.
+  ``host`` (host-passthrough, which TCG refuses) -> ``max`` too.  A
+  named model Nova chose is kept.
 * ``kvm-pit`` globals are dropped: TCG's PIT is the ``isa-pit`` device.
 * ``vectors=0`` on virtio-net devices whose backend is vhost-user:
   QEMU 7.2's TCG segfaults in ``vhost_net_start`` with MSI-X on
@@ -40,12 +44,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
 #: What the guest's command line says TCG should be.
 TCG_ACCEL = "tcg,thread=multi"
-#: QEMU's default x86 model (what libvirt runs with no ``<cpu>``).
-DEFAULT_MODELS = ("qemu64",)
+#: QEMU's default x86 model (what libvirt runs with no ``<cpu>``), and
+#: the host's own, which only KVM can give.
+DEFAULT_MODELS = ("qemu64", "host")
 TCG_CPU = "max"
 LOG_PREFIX = "nova-rdt lab QEMU (TCG under a kvm domain):"
 #: The options whose value :func:`rewrite` reads.
@@ -125,8 +131,6 @@ def rewrite(argv: list[str]) -> tuple[list[str], list[str]]:
         # (-S, -no-hpet, ...) never shift what is taken for a value.
         if arg == "-enable-kvm":
             changes.append("-enable-kvm -> -accel " + TCG_ACCEL)
-            out += ["-accel", TCG_ACCEL]
-            has_accel = True
             i += 1
             continue
         if arg not in _WITH_VALUE or i + 1 >= len(args):
@@ -136,18 +140,21 @@ def rewrite(argv: list[str]) -> tuple[list[str], list[str]]:
         value = args[i + 1]
         i += 2
         if arg == "-accel":
-            if _split_opts(value)[:1] in (["kvm"], ["accel=kvm"]):
-                changes.append(f"-accel {value} -> -accel {TCG_ACCEL}")
-                value = TCG_ACCEL
-            has_accel = True
-        elif arg == "-machine" and not value.startswith("{"):
-            opts = _split_opts(value)
-            if "accel=kvm" in opts:
-                opts = [o for o in opts if o != "accel=kvm"]
-                changes.append("-machine accel=kvm -> -accel " + TCG_ACCEL)
-                out += ["-machine", ",".join(opts), "-accel", TCG_ACCEL]
+            if not has_accel:
+                # The first names the accelerator; TCG it is.
+                if value != TCG_ACCEL:
+                    changes.append(f"-accel {value} -> -accel {TCG_ACCEL}")
+                out += ["-accel", TCG_ACCEL]
                 has_accel = True
-                continue
+            else:
+                changes.append(f"-accel {value} dropped (one accelerator)")
+            continue
+        elif arg == "-machine":
+            # Any accelerator named here goes: the one -accel below says
+            # TCG (QEMU refuses both forms at once).
+            value, dropped = _machine_without_accel(value)
+            if dropped:
+                changes.append(f"-machine {dropped} -> -accel {TCG_ACCEL}")
         elif arg == "-cpu":
             has_cpu = True
             model = _split_opts(value)[0] if value else ""
@@ -175,13 +182,32 @@ def rewrite(argv: list[str]) -> tuple[list[str], list[str]]:
     return [argv[0], *out], changes
 
 
+def _machine_without_accel(value: str) -> tuple[str, str]:
+    """``-machine``'s value without an ``accel`` property, and what was
+    taken out ("" if nothing)."""
+    if value.startswith("{"):
+        try:
+            doc = json.loads(value)
+        except ValueError:
+            return value, ""
+        if "accel" not in doc:
+            return value, ""
+        dropped = f"accel={doc.pop('accel')}"
+        return json.dumps(doc, separators=(",", ":")), dropped
+    opts = _split_opts(value)
+    kept = [o for o in opts if not o.startswith("accel=")]
+    dropped = ",".join(o for o in opts if o.startswith("accel="))
+    return ",".join(kept), dropped
+
+
 def wrapper_script(python: str, real_qemu: str) -> str:
     """The executable the lab binds over ``qemu-system-x86_64``."""
     here = os.path.abspath(__file__)
+    words = " ".join(shlex.quote(w) for w in (python, "-I", here, real_qemu))
     return ("#!/bin/sh\n"
             "# nova-rdt lab: kvm domains run TCG here; see "
             "nova_rdt/lab/tcg_qemu.py.\n"
-            f"exec '{python}' -I '{here}' '{real_qemu}' \"$@\"\n")
+            f"exec {words} \"$@\"\n")
 
 
 def main(argv: list[str]) -> int:
