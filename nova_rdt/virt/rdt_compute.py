@@ -143,14 +143,10 @@ class RdtCompute:
         """Prepare the host's resctrl, then offer RDT: at start, or once
         resctrl is mounted on a host that started without it."""
         try:
-            # What the hardware decides (the ways each cache has; each
-            # class beside the host's and the PMD's ways), as hook install
-            # checks it: refused here, naming the option.
-            settings.check_host(fs.capabilities())
             summary = host_prep.prepare(fs, settings.reserved_host_ways,
                                         settings.pmd_shared_ways)
         except (host_prep.HostPrepError, rdt_errors.ResctrlError,
-                OSError, ValueError) as e:
+                OSError) as e:
             # ResctrlError carries the kernel's last_cmd_status.
             raise exception.InvalidConfiguration(
                 f"nova-rdt: cannot prepare the host's resctrl: {e}") from e
