@@ -14,10 +14,15 @@ ComputeNode for every request and builds a new HostState with a new
 ``stats`` dict, so the cache is kept here, per (host, node), and keyed on
 the published string itself, not on any object's identity.
 
-What the compute will decide, the filter decides first:
+What the compute will decide, the filter decides first, with the
+compute's own answers:
 
-* the published room is the compute's placement rule's (PMD sharers next
-  to the PMD COS, everyone else away from it);
+* the published room per cache id, and whether each class's group can be
+  made, are the compute's placement planner's, on the inputs its claim
+  decides on (the groups it may move counted); the filter only compares
+  numbers with them;
+* a pinned guest node on a host whose NUMA cells hold several L3s is
+  judged on its pinned pCPUs' L3s, which Nova's own NUMA fit gives;
 * a NUMA guest is judged on the host cells Nova's own NUMA fit will give
   it (``hardware.numa_fit_instance_to_host``: the first fitting cell in
   Nova's order, whatever room the others have), when only some cells
