@@ -185,6 +185,7 @@ def test_rdt_on_had_libvirts_groups_and_their_counters_moved(run):
             for g in v["groups"]), v
         # The vCPU threads QEMU reports are the group's tasks.
         assert sorted(v["tasks"][v["groups"][0]]) == sorted(v["vcpu_tids"])
+        assert v["vcpus_in_tasks"] is True
         dom = ET.parse(out / "isolation" / "domains" / f"{srv}.xml")
         assert dom.getroot().get("type") == "kvm"
         assert dom.getroot().find("cputune/cachetune") is not None

@@ -61,7 +61,8 @@ def _summary(tmp_path, figures=True):
                       "groups": ["g<1>"], "vcpu_tids": [41, 42],
                       "schemata": {"g<1>": {"L3": {"0": "0x30"},
                                             "MB": {"0": 50}}},
-                      "tasks": {"g<1>": [41, 42]}}}},
+                      "tasks": {"g<1>": [41, 42]},
+                      "vcpus_in_tasks": True}}},
         "notes": ["no hardware enforces <CAT>"],
         "conditions": conds, "tables": iso_tables.build(conds),
         "verdicts": [
@@ -93,7 +94,7 @@ def test_every_section_escaped(tmp_path):
     assert "g&lt;1&gt;, MBM 190.5 MB/s, LLC 2.00 MiB" in html
     assert "no resctrl group" in html
     assert "<td>noisy</td><td>g&lt;1&gt;</td><td>L3:0=0x30 MB:0=50 </td>" \
-        "<td>41, 42</td><td>41, 42</td>" in html
+        "<td>41, 42</td><td>41, 42</td><td>yes</td>" in html
     assert "<li>kvm domains run &lt;TCG&gt;</li>" in html
     assert "[reported, not enforced]" in html
     assert "rx &lt;ok&gt;" in html

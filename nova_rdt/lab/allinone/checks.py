@@ -253,8 +253,7 @@ class Checks:
     def _console(self, uuid: str) -> None:
         """The guest runs: its console (``console.log``, which virtlogd
         writes from the domain's serial port) shows the line the image
-        prints once it runs (the boot sector's, or the Linux guest's
-        init)."""
+        prints once it runs (the Linux guest's init)."""
         guest = self.cloud.guest
         want = guest.ready_line if guest else "nova-rdt-guest:"
         path = os.path.join(self.cloud.nova.data, "instances", uuid,

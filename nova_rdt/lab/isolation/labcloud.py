@@ -282,6 +282,12 @@ class LabIsolationCloud:
                       for c, m in sorted(sch.domains(res).items())}
                 for res in sch.resources()}
             doc["tasks"][g.name] = sorted(g.tasks())
+        # Checked, not assumed: libvirt moved every vCPU thread in.
+        held = set().union(*(set(t) for t in doc["tasks"].values()))
+        doc["vcpus_in_tasks"] = bool(tids) and set(tids) <= held
+        if not doc["vcpus_in_tasks"]:
+            self.say(f"  {srv.name}: vCPU threads {tids} are not all in "
+                     f"the tasks of {', '.join(doc['groups'])}")
         pmd = self._pmd_l3()
         if pmd:
             doc["pmd_l3"] = pmd

@@ -230,12 +230,17 @@ def run(scenario_name: str = "isolation", profile: str | None = None,
         facts = result.get("facts", {})
         made = facts.get("libvirt_groups") or {}
         if made:
+            missing = sorted(srv for srv, v in made.items()
+                             if not v.get("vcpus_in_tasks"))
             summary.setdefault("notes", []).append(
                 "Every resctrl group was made by libvirt from Nova's "
                 "<cachetune>/<memorytune> ("
                 + "; ".join(f"{srv}: {', '.join(v['groups'])}"
                             for srv, v in sorted(made.items()))
-                + "), with the domain's vCPU threads in its tasks.")
+                + ("), with the domain's vCPU threads in its tasks."
+                   if not missing else
+                   f"); the vCPU threads of {', '.join(missing)} were NOT "
+                   f"all in their group's tasks."))
         for forced in facts.get("machine_forces") or []:
             summary.setdefault("notes", []).append(
                 "This machine forces: " + forced)
