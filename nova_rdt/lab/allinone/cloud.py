@@ -866,7 +866,9 @@ class AllInOne:
 
         def stop_one(proc: Process) -> None:
             t = time.monotonic()
-            self.sup.stop(proc, timeout=20)
+            self.sup.stop(proc, timeout=dataplane_mod.AGENT_STOP_TIMEOUT
+                          if proc.name == dataplane_mod.AGENT_BINARY
+                          else 20)
             self.stop_timings[proc.name] = round(time.monotonic() - t, 1)
 
         for tier in sorted(tiers):
