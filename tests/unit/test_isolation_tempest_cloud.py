@@ -407,3 +407,28 @@ def test_port_counters_wait_for_ovsdb_after_a_measurement(tmp_path,
     t2 = c.clock()
     c.port_counters(sid)
     assert c.clock() == t2              # already waited
+
+
+def test_a_frame_size_with_no_latency_is_measured_once_more(waiters):
+    """A search that found no passing rate (no latency) is run again
+    for that frame size only, once, under its own label."""
+    _, c, _ = make()
+    calls = []
+
+    def fake(label, sizes, short):
+        calls.append((label, list(sizes)))
+        again = label.endswith("-again")
+        return [{"frame_size": s,
+                 "avg_latency_us": 5.0 if again or s == 64 else None}
+                for s in sizes]
+    c._measure = fake
+    frames = c.measure("s1", [64, 1024], short=True)
+    assert calls == [("run-1", [64, 1024]), ("run-1-again", [1024])]
+    assert frames == [{"frame_size": 64, "avg_latency_us": 5.0},
+                      {"frame_size": 1024, "avg_latency_us": 5.0,
+                       "measured_twice": True}]
+    calls.clear()
+    c._measure = lambda label, sizes, short: calls.append(label) or [
+        {"frame_size": s, "avg_latency_us": None} for s in sizes]
+    assert c.measure("s1", [64], short=True)[0]["avg_latency_us"] is None
+    assert calls == ["run-2", "run-2-again"]
