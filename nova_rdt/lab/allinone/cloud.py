@@ -63,10 +63,11 @@ DEFAULT_PROFILE = "gold-6252"
 RESERVED_HOST_WAYS = 2
 CLASSES = "low_priority:l3_ways=1,mb=10"
 IMAGE = "nova-rdt-guest"
-#: The guest's root disk: the boot-sector guest's whole disk, or (Linux
-#: guest) a blank disk Nova needs an image for, beside the kernel and
-#: initramfs that boot.
+#: The guest's root disk: a blank disk Nova needs an image for, beside
+#: the kernel and initramfs that boot.
 ROOT_DISK_MIB = 1
+#: Memory the noisy neighbour's memtester works on (MiB).
+NOISY_MIB = 96
 #: Guest memory Nova may hand out (MiB), file-backed ([libvirt]
 #: file_backed_memory; Nova then requires ram_allocation_ratio 1.0).
 FILE_BACKED_MEMORY_MB = 8192
@@ -202,48 +203,43 @@ def machine() -> Machine:
 
 @dataclasses.dataclass(frozen=True)
 class GuestChoice:
-    """The image Glance serves as :data:`IMAGE`."""
+    """How the cloud's Linux guest (the image :data:`IMAGE`) runs here."""
 
-    #: "linux" (the lab's kernel and initramfs) or "boot-sector"
-    #: (:mod:`.bootsector`).
-    kind: str
     reason: str
     #: The line the guest prints on its console once it runs.
     ready_line: str
+    #: kvm domains run QEMU's TCG (:mod:`nova_rdt.lab.tcg_qemu`): this
+    #: machine's KVM cannot boot a Linux kernel.
+    tcg_for_kvm: bool = False
+
+    #: The image is the lab's Linux guest, always (for serve.json).
+    kind = "linux"
 
 
 def choose_guest(mach: Machine) -> GuestChoice:
-    """Linux where its kernel runs under the cloud's accelerator, else
-    the boot-sector guest, which SeaBIOS boots under any KVM.  Under TCG
-    a Linux kernel boots, but rdt: servers do not start there at all."""
-    from nova_rdt.lab.allinone import bootsector
+    """The lab's Linux guest runs under KVM where its kernel boots; where
+    /dev/kvm answers but hangs a Linux kernel (this machine kind's PVM),
+    kvm domains run QEMU's TCG instead, so that libvirt still takes
+    Nova's ``<cachetune>``; with no KVM at all, TCG domains (and libvirt
+    refuses RDT elements there).  Raises LabError without the image."""
     from nova_rdt.lab.guest import boot as guest_boot
     from nova_rdt.lab.guest import image as guest_image
-    sector = GuestChoice("boot-sector", "", bootsector.MESSAGE)
     try:
         img = guest_image.load()
     except guest_image.ImageError as e:
-        return dataclasses.replace(
-            sector, reason=f"no Linux guest image ({e}): the boot-sector "
-                           f"guest")
-    linux = GuestChoice("linux", "", guest_boot.READY["probe"])
+        raise LabError(f"the cloud's guest image: {e}") from None
+    ready = guest_boot.READY["auto"]
     if mach.virt_type == "qemu":
-        return dataclasses.replace(
-            linux, reason="TCG boots the lab's Linux guest")
+        return GuestChoice("TCG boots the lab's Linux guest", ready)
     decision = guest_boot.detect_accel(img)
     if decision.accel == "kvm":
-        return dataclasses.replace(
-            linux, reason=f"the lab's Linux guest boots under this KVM "
-                          f"({decision.reason})")
-    # The probe's reason ends in the isolation lab's choice (TCG); the
-    # cloud keeps KVM and changes the image instead.
+        return GuestChoice(f"the lab's Linux guest boots under this KVM "
+                           f"({decision.reason})", ready)
     why = decision.reason.split(": using TCG")[0]
-    return dataclasses.replace(
-        sector, reason=f"a Linux kernel does not boot under this KVM "
-                       f"({why}); SeaBIOS and real-mode code "
-                       f"do, so Glance serves a disk whose boot sector "
-                       f"prints {bootsector.MESSAGE!r} on the serial "
-                       f"console and halts")
+    return GuestChoice(
+        f"a Linux kernel does not boot under this KVM ({why}): kvm "
+        f"domains run QEMU's TCG, so libvirt still takes Nova's "
+        f"<cachetune> and makes the groups", ready, tcg_for_kvm=True)
 
 
 def _http_up(url: str) -> bool:
@@ -490,7 +486,7 @@ class AllInOne:
                      for i, chain in enumerate(self.nova.manage_chains(),
                                                1)),
                    pool.submit(self._timed, "libvirtd (hook from the "
-                               "plugin)", self._start_libvirt)]
+                               "plugin)", self._start_libvirt, guest)]
         self._timed("rabbitmq", self.rabbit.wait)
         self._record("rabbitmq", self.rabbit.proc, self.rabbit.transport_url
                      .replace("guest:guest@", ""))
@@ -535,12 +531,7 @@ class AllInOne:
                              nova_mod.NOVA_CPU_CONF], ns=True)
         self._record("nova-compute", compute)
         self.guest = guest.result()
-        say(f"guest image: {self.guest.kind}: {self.guest.reason}")
-        if self.guest.kind == "boot-sector" and \
-                self.machine.virt_type == "kvm":
-            self.machine.forced.append(
-                f"the image {IMAGE} is a boot-sector guest, not Linux: "
-                f"{self.guest.reason}")
+        say(f"guest image: the lab's Linux guest: {self.guest.reason}")
         self._timed("images", self._upload_images)
         self._timed("dataplane networks", self._create_networks)
         self._timed("nova-compute up and mapped", self._wait_compute,
@@ -707,12 +698,18 @@ class AllInOne:
         self.services[dataplane_mod.AGENT_BINARY]["agent"] = \
             self.agent_record
 
-    def _start_libvirt(self) -> None:
+    def _start_libvirt(self, guest) -> None:
         """The plugin's ``stack extra`` installs the hook (and syncs the
         PMD COS from OVS) before libvirtd starts: libvirtd reads hooks
-        only at start, which is why the plugin restarts it."""
+        only at start, which is why the plugin restarts it.  How Linux
+        guests run (``guest``, the choice's future) is settled first:
+        libvirtd reads its emulators at start too."""
         rec = self.plugin.run("extra")
         self.plugin_processes = rec.processes
+        choice = guest.result()
+        if choice.tcg_for_kvm:
+            self.lab.libvirt.use_tcg_for_kvm(choice.reason)
+            self.machine.forced += self.lab.libvirt.forced
         self.lab.start_libvirt()
 
     def _wait_api(self, name: str, api, url: str) -> None:
@@ -740,13 +737,6 @@ class AllInOne:
                     **props)
                 self.images[name] = image.id
                 return image.id
-            if self.guest.kind == "boot-sector":
-                from nova_rdt.lab.allinone import bootsector
-                disk = bootsector.write_disk(
-                    os.path.join(self.data, "boot-sector.raw"),
-                    ROOT_DISK_MIB)
-                up(IMAGE, disk, "raw", "bare", architecture="x86_64")
-                return
             from nova_rdt.lab.guest import boot as guest_boot
             from nova_rdt.lab.guest import image as guest_image
             img = guest_image.load()
@@ -755,9 +745,19 @@ class AllInOne:
                 f.truncate(ROOT_DISK_MIB << 20)
             kernel = up(f"{IMAGE}-kernel", img.kernel, "aki")
             ramdisk = up(f"{IMAGE}-initrd", img.initrd, "ari")
-            up(IMAGE, root, "ami", kernel_id=kernel, ramdisk_id=ramdisk,
-               os_command_line=guest_boot.cmdline("probe"),
-               architecture="x86_64")
+            # One image forwards between two NICs (and idles with
+            # fewer); the other is the noisy neighbour.  Under TCG the
+            # guest takes legacy interrupts (QEMU 7.2's TCG crashes on
+            # a vhost-user queue's MSI-X vector).
+            tcg = " pci=nomsi" if self.guest.tcg_for_kvm or \
+                self.machine.virt_type == "qemu" else ""
+            for name, role, extra in (
+                    (IMAGE, "auto", tcg.strip()),
+                    (f"{IMAGE}-noisy", "noisy",
+                     f"nova_rdt.stress_mib={NOISY_MIB}")):
+                up(name, root, "ami", kernel_id=kernel, ramdisk_id=ramdisk,
+                   os_command_line=guest_boot.cmdline(role, extra),
+                   architecture="x86_64")
         finally:
             conn.close()
 
