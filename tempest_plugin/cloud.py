@@ -58,9 +58,29 @@ def skip_reason(opts) -> str | None:
     return None
 
 
+def check_search_goals(opts) -> None:
+    """``[nova_rdt] search_goals`` checked before any server boots; a
+    bad goal raises ValueError naming the option and the field."""
+    from nova_rdt.rfc2544 import config as rcfg
+    from nova_rdt.rfc2544 import search
+    try:
+        over = rcfg.scenario_overrides(opts.search_goals,
+                                       opts.initial_trial_duration)
+        if over.get("goals"):
+            rcfg.goals(over["goals"], search.SearchConfig(
+                trial_duration=opts.trial_duration))
+    except ValueError as e:
+        # goals() says goals[i]; the option is search_goals.
+        text = str(e)
+        if text.startswith("goals["):
+            text = "search_" + text
+        raise ValueError(f"[nova_rdt] {text}") from None
+
+
 def settings_from_conf(opts) -> procedure.Settings:
     """The procedure's settings from ``[nova_rdt]``; a bad value raises
     ValueError naming the option."""
+    check_search_goals(opts)
     try:
         sizes = tuple(int(s) for s in opts.frame_sizes)
     except ValueError:
@@ -333,6 +353,11 @@ class TempestCloud:
         if short:
             doc.update(trial_duration=min(1.0, self.opts.trial_duration),
                        latency_duration=min(1.0, self.opts.latency_duration))
+        # [nova_rdt] search_goals and initial_trial_duration over the
+        # generator file's (a short run caps the goals' trial length).
+        doc.update(rcfg.scenario_overrides(
+            self.opts.search_goals, self.opts.initial_trial_duration,
+            final_cap=doc["trial_duration"] if short else None))
         doc.setdefault("generator", {})["type"] = self.opts.generator
         cfg, spec = rcfg.parse(doc)
         gen = generators.load(spec)

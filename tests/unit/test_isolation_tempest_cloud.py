@@ -302,6 +302,40 @@ def test_settings_from_conf():
         tcloud.settings_from_conf(opts(max_latency_ratio=0.5))
 
 
+@pytest.mark.parametrize("goal,field", [
+    ("loss_ratio=1.5", "loss_ratio"),
+    ("loss_ratio=0,duration_sum=1", "duration_sum"),
+    ("loss_ratio", "search_goals[0]"),
+    ("exceed_ratio=x", "exceed_ratio"),
+])
+def test_a_bad_search_goal_is_refused_before_any_server(goal, field):
+    with pytest.raises(ValueError, match=r"^\[nova_rdt\] search_goals\[0\]"
+                       ) as e:
+        tcloud.settings_from_conf(opts(search_goals=[goal]))
+    assert field in str(e.value)
+
+
+def test_search_goals_reach_the_engine(tmp_path, waiters):
+    gen = tmp_path / "rfc2544.yaml"
+    gen.write_text("resolution: 0.05\nmax_trials: 8\n"
+                   "generator: {type: simulated, capacity_pps: 100000, "
+                   "line_rate_pps: 1000000, seed: 3}\n")
+    o = opts(generator="simulated", generator_config=str(gen),
+             trial_duration=0.05, latency_duration=0.05,
+             initial_trial_duration=0.0,
+             search_goals=["loss_ratio=0,name=NDR",
+                           "loss_ratio=0.005,name=PDR"])
+    tcloud.settings_from_conf(o)
+    _, c, _ = make(o)
+    c.out_dir = str(tmp_path / "out")
+    c.measure("s1", [64], short=False)
+    import json
+    doc = json.loads((tmp_path / "out" / "rfc2544" / "run-1" /
+                      "report.json").read_text())
+    names = [g["goal"] for g in doc["frames"][0]["goals"]]
+    assert names == ["NDR", "PDR"], doc["frames"][0]["goals"]
+
+
 def test_measure_runs_the_configured_generator_and_keeps_its_report(
         tmp_path, waiters):
     # The generator path of the scenario, with the engine's simulated DUT
