@@ -45,9 +45,12 @@ class HostContext:
     classes: dict[str, rdtclass.RdtClass]
 
 
-# (root, its device and inode) -> what discovery read there.  A remount
-# is a new device: read again.
-_CAPS: dict[tuple[str, int, int], caps_mod.Capabilities] = {}
+# (root, its device and inode, the sysfs CPU tree) -> what discovery read
+# there.  A remount is a new device: read again.  The sysfs tree is part
+# of the key: one process may see one mount through two CPU topologies
+# (the lab's in-process Nova and its host agent), and the cache ids of
+# the PMD cores come from it.
+_CAPS: dict[tuple[str, int, int, str], caps_mod.Capabilities] = {}
 
 
 def capabilities(fs: Resctrl) -> caps_mod.Capabilities:
@@ -58,7 +61,7 @@ def capabilities(fs: Resctrl) -> caps_mod.Capabilities:
         st = os.stat(fs.root)
     except OSError:
         return fs.capabilities()        # says why, as it always did
-    key = (fs.root, st.st_dev, st.st_ino)
+    key = (fs.root, st.st_dev, st.st_ino, fs.sysfs_cpu)
     caps = _CAPS.get(key)
     if caps is None:
         caps = fs.capabilities()
