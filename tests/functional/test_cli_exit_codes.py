@@ -219,7 +219,7 @@ def test_exit_hook_uninstall_2(tmp_path):
 
 # -- pmd sync --------------------------------------------------------------
 
-def test_exit_pmd_sync_1_on_a_host_not_prepared(emulated, tmp_path):
+def test_pmd_sync_on_a_host_not_prepared_exits_1(emulated, tmp_path):
     """Before nova-compute prepared the host, every way is the root's:
     a PMD COS over "the host's ways" would take them all.  Refused, and
     nothing is written."""
