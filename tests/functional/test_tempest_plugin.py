@@ -26,7 +26,9 @@ def test_the_plugins_tests_load(workspace):
     assert res.returncode == 0, out
     listed = [line for line in res.stdout.splitlines()
               if line.startswith("tempest_plugin.")]
-    assert len(listed) == 6, res.stdout
+    assert len(listed) == 7, res.stdout
+    assert any("test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways"
+               in t for t in listed)
     assert any("test_forwarding_latency_holds_with_a_busy_neighbour" in t
                for t in listed)
     assert any("test_bad_rdt_specs_get_400_naming_the_key" in t
