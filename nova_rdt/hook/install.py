@@ -49,8 +49,9 @@ case "$2" in
                 # Best effort: without a marker the start only goes on in
                 # the background, as any other.  Never ":" here: a failed
                 # redirection of a special built-in ends the shell.
-                [ -L "$NOVA_RDT_INCOMING" ] || [ -d "$NOVA_RDT_INCOMING" ] \
-                    || mkdir -m 0700 "$NOVA_RDT_INCOMING" 2>/dev/null
+                if [ ! -L "$NOVA_RDT_INCOMING" ] && [ ! -d "$NOVA_RDT_INCOMING" ]; then
+                    {{ mkdir -p "$NOVA_RDT_INCOMING" && chmod 0700 "$NOVA_RDT_INCOMING"; }} 2>/dev/null
+                fi
                 [ -L "$marker" ] || {{ true > "$marker"; }} 2>/dev/null
                 exit 0 ;;
             started:*)

@@ -105,3 +105,14 @@ def test_without_a_writable_state_dir_the_start_goes_on(shim):
     run("vm", "migrate")
     run("vm", "started")
     assert len(calls()) == 1
+
+
+def test_a_host_whose_state_dir_is_not_there_yet_still_waits(shim):
+    # A new compute: no domain has started, so no hook made the state
+    # path; its first incoming migration must still be waited for.
+    run, calls, incoming, tmp = shim
+    os.rmdir(tmp / "state")
+    run("vm", "migrate")
+    assert len(os.listdir(incoming)) == 1
+    run("vm", "started")
+    assert len(calls()) == 1 and os.listdir(incoming) == []
