@@ -169,13 +169,6 @@ class Libvirt:
         os.chmod(path, 0o755)
         self.tcg_for_kvm = why
 
-    @property
-    def emulator(self) -> str:
-        """The ``<emulator>`` for domains the lab writes itself."""
-        if self.tcg_for_kvm:
-            return os.path.join(self.bin_dir, "qemu-system-x86_64")
-        return "/usr/bin/qemu-system-x86_64"
-
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.tcg_for_kvm:

@@ -164,7 +164,7 @@ def test_never_where_kvm_boots_linux(tmp_path, monkeypatch):
     lv.prepare_for_linux()
     assert lv.tcg_for_kvm is None and lv.forced == []
     assert lv.linux_domain_type == "kvm"
-    assert lv.emulator == "/usr/bin/qemu-system-x86_64"
+    assert not os.path.exists(lv.bin_dir)
     assert lv._env().get("PATH") == os.environ.get("PATH")
 
 
@@ -175,7 +175,7 @@ def test_where_kvm_hangs_linux_kvm_domains_get_the_wrapper(tmp_path,
     assert lv.linux_domain_type == "kvm"
     assert lv.forced and "stopped at Probing EDD" in lv.forced[0]
     wrapper = os.path.join(lv.bin_dir, "qemu-system-x86_64")
-    assert lv.emulator == wrapper and os.access(wrapper, os.X_OK)
+    assert os.access(wrapper, os.X_OK)
     assert lv._env()["PATH"].split(":")[0] == lv.bin_dir
     with open(wrapper) as f:
         assert "tcg_qemu.py" in f.read()
