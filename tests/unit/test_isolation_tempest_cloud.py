@@ -302,6 +302,16 @@ def test_settings_from_conf():
         tcloud.settings_from_conf(opts(max_latency_ratio=0.5))
 
 
+def _simulated_generator(tmp_path, search: str):
+    """A generator file with the engine's simulated DUT where the chassis
+    would be, and ``search``'s keys."""
+    gen = tmp_path / "rfc2544.yaml"
+    gen.write_text(search + "generator: {type: simulated, "
+                   "capacity_pps: 100000, line_rate_pps: 1000000, "
+                   "seed: 3}\n")
+    return gen
+
+
 @pytest.mark.parametrize("goal,field", [
     ("loss_ratio=1.5", "loss_ratio"),
     ("loss_ratio=0,duration_sum=1", "duration_sum"),
@@ -316,10 +326,8 @@ def test_a_bad_search_goal_is_refused_before_any_server(goal, field):
 
 
 def test_search_goals_reach_the_engine(tmp_path, waiters):
-    gen = tmp_path / "rfc2544.yaml"
-    gen.write_text("resolution: 0.05\nmax_trials: 8\n"
-                   "generator: {type: simulated, capacity_pps: 100000, "
-                   "line_rate_pps: 1000000, seed: 3}\n")
+    gen = _simulated_generator(tmp_path,
+                               "resolution: 0.05\nmax_trials: 8\n")
     o = opts(generator="simulated", generator_config=str(gen),
              trial_duration=0.05, latency_duration=0.05,
              initial_trial_duration=0.0,
@@ -340,10 +348,8 @@ def test_measure_runs_the_configured_generator_and_keeps_its_report(
         tmp_path, waiters):
     # The generator path of the scenario, with the engine's simulated DUT
     # standing where the chassis would be.
-    gen = tmp_path / "rfc2544.yaml"
-    gen.write_text("resolution: 0.05\nmax_trials: 8\n"
-                   "generator: {type: simulated, capacity_pps: 100000, "
-                   "line_rate_pps: 1000000, seed: 3}\n")
+    gen = _simulated_generator(tmp_path,
+                               "resolution: 0.05\nmax_trials: 8\n")
     o = opts(generator="simulated", generator_config=str(gen),
              trial_duration=0.05, latency_duration=0.05)
     _, c, _ = make(o)
@@ -421,10 +427,7 @@ def test_port_counters_wait_for_ovsdb_after_a_measurement(tmp_path,
                                                           waiters):
     """libvirt's vhost-user counters come from OVSDB, refreshed every
     5 s: read right after a measurement they would miss its end."""
-    gen = tmp_path / "rfc2544.yaml"
-    gen.write_text("max_trials: 4\ngenerator: {type: simulated, "
-                   "capacity_pps: 100000, line_rate_pps: 1000000, "
-                   "seed: 3}\n")
+    gen = _simulated_generator(tmp_path, "max_trials: 4\n")
     o = opts(generator="simulated", generator_config=str(gen),
              trial_duration=0.05, latency_duration=0.05)
     _, c, _ = make(o)
