@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from xml.sax.saxutils import escape
 
 from nova_rdt.host.procinfo import is_running
@@ -136,6 +137,10 @@ class Libvirt:
         #: Why kvm domains run TCG here (None: they run KVM); set by
         #: :meth:`use_tcg_for_kvm` before libvirtd starts.
         self.tcg_for_kvm: str | None = None
+        #: libvirt refuses a migration between two daemons with one host
+        #: UUID ("Attempt to migrate guest to the same host"), and two
+        #: labs on one machine would read the same SMBIOS UUID.
+        self.host_uuid = str(uuid.uuid4())
 
     @property
     def bin_dir(self) -> str:
@@ -269,7 +274,8 @@ class Libvirt:
 
     def _write_config(self) -> None:
         etc = self.dirs["etc"]
-        for name, text in (("libvirtd.conf", _LIBVIRTD_CONF),
+        for name, text in (("libvirtd.conf", _LIBVIRTD_CONF
+                            + f'host_uuid = "{self.host_uuid}"\n'),
                            ("qemu.conf", _QEMU_CONF),
                            ("virtlogd.conf", _VIRTLOGD_CONF)):
             with open(os.path.join(etc, name), "w") as f:

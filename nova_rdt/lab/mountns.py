@@ -103,6 +103,12 @@ def _holder_main(spec: dict) -> int:
     from nova_rdt.emulator import profiles
     from nova_rdt.emulator import topology
 
+    if spec.get("hostname"):
+        # A second compute on this machine: its libvirtd and nova-compute
+        # name their host (libvirt's getHostname, Nova's [DEFAULT] host
+        # and the Placement provider) by the namespace's own hostname.
+        import socket
+        socket.sethostname(spec["hostname"])
     sh = _Shadower(spec["work"])
     if spec.get("resctrl"):
         # sysfs refuses mkdir, so /sys/fs is always shadowed first.
@@ -135,18 +141,24 @@ class MountNamespace:
         self.work = work
         self.holder: Process | None = None
         self.ns_inode: int | None = None
+        #: The namespace's own hostname (a UTS namespace too), or None:
+        #: the machine's.
+        self.hostname: str | None = None
 
     def start(self, binds: list[tuple[str, str]],
               resctrl_source: str | None = None,
               topology_profile: str | None = None,
-              timeout: float = 20.0) -> None:
+              timeout: float = 20.0, hostname: str | None = None) -> None:
         os.makedirs(self.work, exist_ok=True)
         spec = {"work": self.work, "binds": binds,
                 "resctrl": resctrl_source,
-                "topology_profile": topology_profile}
+                "topology_profile": topology_profile,
+                "hostname": hostname}
+        self.hostname = hostname
+        uts = ["--uts"] if hostname else []
         self.holder = self.sup.spawn(
             "mountns",
-            ["unshare", "--mount", "--propagation", "private", "--",
+            ["unshare", "--mount", *uts, "--propagation", "private", "--",
              sys.executable, "-m", "nova_rdt.lab.mountns",
              json.dumps(spec)],
             stdin=subprocess.PIPE)
@@ -173,8 +185,10 @@ class MountNamespace:
         """``argv`` wrapped to run inside the namespace."""
         if self.holder is None or not self.holder.running():
             raise LabError("the lab's mount namespace is not running")
-        return ["nsenter", f"--mount=/proc/{self.holder.pid}/ns/mnt",
-                "--", *argv]
+        pid = self.holder.pid
+        uts = [f"--uts=/proc/{pid}/ns/uts"] if self.hostname else []
+        return ["nsenter", f"--mount=/proc/{pid}/ns/mnt", *uts, "--",
+                *argv]
 
     def run(self, argv: list[str], timeout: float = 60.0,
             check: bool = True, input: str | None = None

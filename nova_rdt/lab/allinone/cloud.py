@@ -33,6 +33,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -52,6 +53,7 @@ from nova_rdt.lab.allinone import nova as nova_mod
 from nova_rdt.lab.allinone import placement as placement_mod
 from nova_rdt.lab.allinone import ports
 from nova_rdt.lab.allinone import rabbitmq as rabbitmq_mod
+from nova_rdt.lab.allinone import subnode as subnode_mod
 from nova_rdt.lab.allinone import uwsgi
 from nova_rdt.lab.host import Lab
 from nova_rdt.lab.procs import LabError
@@ -124,19 +126,22 @@ class CloudLab(Lab):
     /usr/local/bin instead)."""
 
     def __init__(self, *args, extra_binds: list[tuple[str, str]] = (),
-                 **kw):
+                 hostname: str | None = None, **kw):
+        """``hostname``: the namespace's own (a second compute's)."""
         super().__init__(*args, **kw)
         self.extra_binds = list(extra_binds)
+        self.hostname = hostname
 
     def start_namespace(self) -> None:
         binds = list(self.extra_binds)
-        binds += self.libvirt.binds() + self.ovs.binds()
+        binds += self.libvirt.binds() + (self.ovs.binds() if self.ovs
+                                         else [])
         binds.append((self._sudoers(), "/etc/sudoers"))
         self._timed("namespace", self.ns.start, binds,
                     resctrl_source=self.resctrl_root if self.emulated
                     else None,
                     topology_profile=self.profile.name if self.emulated
-                    else None)
+                    else None, hostname=self.hostname)
 
     def _sudoers(self) -> str:
         with open("/etc/sudoers") as f:
@@ -257,8 +262,12 @@ class AllInOne:
 
     def __init__(self, out_dir: str, profile: str | None = None,
                  kernel: str | None = None,
-                 libvirt_cache_dir: str | None = None, say=None):
+                 libvirt_cache_dir: str | None = None, say=None,
+                 computes: int = 1):
+        if computes not in (1, 2):
+            raise LabError(f"--computes must be 1 or 2, not {computes}")
         self.out_dir = out_dir
+        self.libvirt_cache_dir = libvirt_cache_dir
         self.say = say or (lambda msg: None)
         self.password = secrets.token_hex(12)
         self.profile = profiles_mod.get(profile or DEFAULT_PROFILE)
@@ -338,6 +347,13 @@ class AllInOne:
         self.tempest_workspace: str | None = None
         self.hypervisor: str | None = None
         self.guest: GuestChoice | None = None
+        #: The second compute (:mod:`.subnode`), or None.
+        self.subnode = (subnode_mod.Subnode(self) if computes == 2
+                        else None)
+        #: Each compute's host name -> its exporter's URL.
+        self.exporters: dict[str, str] = {}
+        #: The shared instances path's FUSE server (two computes).
+        self.shared_fs: Process | None = None
 
     # -- helpers ----------------------------------------------------------
 
@@ -409,10 +425,15 @@ class AllInOne:
                 self._run(argv, name)
         self._timed(name, go)
 
-    def _spawn(self, name: str, argv: list[str], ns: bool = False,
+    def _spawn(self, name: str, argv: list[str], ns=False,
                env: dict | None = None) -> Process:
-        proc = self.sup.spawn(name, self.lab.ns.command(argv) if ns
-                              else argv, env=env or self.env())
+        """``ns``: True for the first compute's namespace, or a lab (the
+        second compute's) to run in its namespace."""
+        if ns is True:
+            argv = self.lab.ns.command(argv)
+        elif ns:
+            argv = ns.ns.command(argv)
+        proc = self.sup.spawn(name, argv, env=env or self.env())
         self.procs.append(proc)
         return proc
 
@@ -447,6 +468,12 @@ class AllInOne:
         self.agent.check()
         host = pool.submit(self._timed, "host lab (emulator, namespace, "
                            "OVS-DPDK)", self._start_host)
+        sub = self.subnode
+        if sub:
+            # Before either namespace exists, so that both see the mount.
+            self._timed("shared instances path", self._mount_shared)
+        host2 = (pool.submit(self._timed, "second compute's host lab",
+                             sub.start_host) if sub else None)
         # The KVM probe boots a kernel for seconds: beside the rest.
         guest = pool.submit(self._timed, "guest image choice (KVM probe)",
                             choose_guest, self.machine)
@@ -480,13 +507,18 @@ class AllInOne:
             f" s")
         self._timed("dataplane bridges and generator ports",
                     self._start_dataplane)
+        if host2:
+            host2.result()
         # nova.conf names the lab's OVS: written once the host is up.
         self._configure_nova()
         chains += [*(pool.submit(self._chain, f"nova-manage {i}", chain)
                      for i, chain in enumerate(self.nova.manage_chains(),
-                                               1)),
-                   pool.submit(self._timed, "libvirtd (hook from the "
-                               "plugin)", self._start_libvirt, guest)]
+                                               1))]
+        libvirt2 = (pool.submit(self._timed, "second compute's libvirtd",
+                                self._start_libvirt2, guest) if sub
+                    else None)
+        chains.append(pool.submit(self._timed, "libvirtd (hook from the "
+                                  "plugin)", self._start_libvirt, guest))
         self._timed("rabbitmq", self.rabbit.wait)
         self._record("rabbitmq", self.rabbit.proc, self.rabbit.transport_url
                      .replace("guest:guest@", ""))
@@ -530,12 +562,21 @@ class AllInOne:
             "nova-compute", ["nova-compute", "--config-file",
                              nova_mod.NOVA_CPU_CONF], ns=True)
         self._record("nova-compute", compute)
+        computes = {socket.gethostname(): compute}
+        if sub:
+            libvirt2.result()
+            compute2 = self._spawn(
+                "nova-compute-2", ["nova-compute", "--config-file",
+                                   nova_mod.NOVA_CPU_CONF], ns=sub.lab)
+            self._record("nova-compute-2", compute2, host=sub.name,
+                         libvirt_uri=sub.lab.libvirt.uri)
+            computes[sub.name] = compute2
         self.guest = guest.result()
         say(f"guest image: the lab's Linux guest: {self.guest.reason}")
         self._timed("images", self._upload_images)
         self._timed("dataplane networks", self._create_networks)
         self._timed("nova-compute up and mapped", self._wait_compute,
-                    compute)
+                    computes)
         self._timed("neutron-openvswitch-agent reporting", self._wait_agent)
         self._timed("exporter, controller, prometheus",
                     self._start_observers)
@@ -561,7 +602,28 @@ class AllInOne:
             "ovs_vswitchd_pidfile": ovs.vswitchd_pidfile,
             "ovs_vswitchd_target": ovs.vswitchd_ctl,
         }
-        self.nova.write_conf(libvirt, rdt_host)
+        sub = self.subnode
+        overrides = {}
+        if sub:
+            sockets = os.path.join(self.data, "libvirt-sockets")
+            subnode_mod.link_sockets(sockets, [lab.libvirt.socket,
+                                               sub.lab.libvirt.socket])
+            libvirt2 = {**libvirt,
+                        **subnode_mod.migration_options(sockets, 1)}
+            libvirt.update(subnode_mod.migration_options(sockets, 0))
+            # Operators run several (the default is one per CPU), and two
+            # processes may both pick a host's last ways: the compute's
+            # claim must then refuse and Nova reschedule.
+            overrides["scheduler"] = {"workers": 2}
+            if self.machine.virt_type == "kvm":
+                overrides["workarounds"] = {"skip_cpu_compare_on_dest": True}
+                self.machine.forced.append(
+                    "workarounds.skip_cpu_compare_on_dest = True: libvirt "
+                    "finds this machine's (PVM) host CPU compatible with "
+                    "no model, so Nova's pre-check of a live migration's "
+                    "destination refuses every move ('CPU doesn't have "
+                    "compatibility'); both computes are this machine")
+        self.nova.write_conf(libvirt, rdt_host, overrides)
         from nova_rdt.lab.allinone import ini as ini_mod
         # The exporter's and controller's own groups (not the plugin's).
         with open(self.nova.conf, "a") as f:
@@ -578,6 +640,9 @@ class AllInOne:
             wrap=lab.ns.command)
         self._timed("devstack plugin: stack post-config", self.plugin.run,
                     "post-config", nova_mod.Nova.CPU_CONF_BASH)
+        if sub:
+            self._timed("second compute: stack post-config", sub.configure,
+                        libvirt2, rdt_host, overrides)
 
     def plugin_env(self) -> dict[str, str]:
         """devstack's variables for the plugin, as lib/nova sets them on
@@ -712,6 +777,90 @@ class AllInOne:
             self.machine.forced += self.lab.libvirt.forced
         self.lab.start_libvirt()
 
+    def sides(self) -> list:
+        """Each compute's resctrl, libvirtd and nova-rdt state (host
+        paths), for :mod:`.hostview`."""
+        from nova_rdt.lab.allinone import hostview
+        out = [hostview.Side(
+            socket.gethostname(), self.lab.resctrl_root,
+            self.lab.libvirt.uri,
+            os.path.join(self.lab.libvirt.dirs["run"], "qemu"),
+            os.path.join(self.data, "nova-rdt"))]
+        sub = self.subnode
+        if sub:
+            out.append(hostview.Side(
+                sub.name, sub.lab.resctrl_root, sub.lab.libvirt.uri,
+                os.path.join(sub.lab.libvirt.dirs["run"], "qemu"),
+                os.path.join(sub.data, "nova-rdt")))
+        return out
+
+    def _compute_name(self, host: str) -> str:
+        return "nova-compute" if host == socket.gethostname() \
+            else "nova-compute-2"
+
+    def stop_compute(self, host: str) -> None:
+        """``host``'s nova-compute stops (its guests run on)."""
+        name = self._compute_name(host)
+        proc = next(p for p in self.procs
+                    if p.name == name and p.running())
+        self.sup.stop(proc, timeout=20)
+
+    def start_compute(self, host: str) -> None:
+        """``host``'s nova-compute starts again; returns once Nova lists
+        its service up."""
+        name = self._compute_name(host)
+        ns = True if name == "nova-compute" else self.subnode.lab
+        proc = self._spawn(name, ["nova-compute", "--config-file",
+                                  nova_mod.NOVA_CPU_CONF], ns=ns)
+        self._record(name, proc, host=host)
+        conn = self.conn()
+        try:
+            deadline = time.monotonic() + COMPUTE_TIMEOUT
+            while not any(s.host == host and s.state == "up"
+                          for s in conn.compute.services(
+                              binary="nova-compute")):
+                self._alive(proc, "registering its service")
+                if time.monotonic() > deadline:
+                    raise LabError(f"{name} did not come back up within "
+                                   f"{COMPUTE_TIMEOUT:.0f}s")
+                time.sleep(1)
+        finally:
+            conn.close()
+
+    @property
+    def instances_path(self) -> str:
+        return os.path.join(self.nova.data, "instances")
+
+    def _mount_shared(self) -> None:
+        """The instances path, shared by both computes as a cluster
+        filesystem (:mod:`nova_rdt.lab.sharedfs`)."""
+        from nova_rdt.lab import sharedfs
+        backing = os.path.join(self.data, "instances-shared")
+        os.makedirs(backing, exist_ok=True)
+        os.makedirs(self.instances_path, exist_ok=True)
+        self.shared_fs = self.sup.spawn(
+            "shared-instances", [sys.executable, "-m",
+                                 "nova_rdt.lab.sharedfs", backing,
+                                 self.instances_path], env=self.env())
+        self.sup.wait_for(self.shared_fs,
+                          lambda: sharedfs.mounted(self.instances_path),
+                          30, f"mounted at {self.instances_path}")
+        self._record("shared-instances", self.shared_fs,
+                     mountpoint=self.instances_path, backing=backing)
+
+    def _unmount_shared(self) -> None:
+        if self.shared_fs is None:
+            return
+        subprocess.run(["umount", "-l", self.instances_path],
+                       capture_output=True)
+        self.sup.stop(self.shared_fs)
+        self.shared_fs = None
+
+    def _start_libvirt2(self, guest) -> None:
+        # The first compute's libvirtd starts from the same choice; the
+        # machine's forced list already says it.
+        self.subnode.start_libvirt(guest.result())
+
     def _wait_api(self, name: str, api, url: str) -> None:
         proc = api.proc
         self._timed(f"{name} answering", self.sup.wait_for, proc,
@@ -761,29 +910,36 @@ class AllInOne:
         finally:
             conn.close()
 
-    def _wait_compute(self, compute: Process) -> None:
+    def _wait_compute(self, computes: dict[str, Process]) -> None:
+        """Every compute (host name -> its process) up, mapped to the cell
+        and a resource provider in Placement."""
         conn = self.conn()
         try:
             deadline = time.monotonic() + COMPUTE_TIMEOUT
             while True:
-                up = [s for s in conn.compute.services(binary="nova-compute")
-                      if s.state == "up"]
-                if up:
-                    self.hypervisor = up[0].host
+                up = {s.host for s in conn.compute.services(
+                    binary="nova-compute") if s.state == "up"}
+                if up >= set(computes):
+                    self.hypervisor = next(iter(computes))
                     break
-                self._alive(compute, "registering its service")
-                self._no_fatal(compute)
-                if time.monotonic() > deadline:
-                    raise LabError(f"nova-compute did not come up within "
-                                   f"{COMPUTE_TIMEOUT:.0f}s; its log ends:\n"
-                                   f"{compute.log_tail()}")
+                for host, compute in computes.items():
+                    if host in up:
+                        continue
+                    self._alive(compute, "registering its service")
+                    self._no_fatal(compute)
+                    if time.monotonic() > deadline:
+                        raise LabError(
+                            f"{compute.name} (host {host}) did not come up "
+                            f"within {COMPUTE_TIMEOUT:.0f}s; its log "
+                            f"ends:\n{compute.log_tail()}")
                 time.sleep(1)
             while True:
                 self._run(self.nova.discover_hosts(), "discover_hosts")
                 rps = list(conn.placement.resource_providers())
-                if rps:
+                if len(rps) >= len(computes):
                     break
-                self._alive(compute, "reporting to placement")
+                for compute in computes.values():
+                    self._alive(compute, "reporting to placement")
                 if time.monotonic() > deadline:
                     raise LabError("no resource provider in placement "
                                    "after nova-compute came up")
@@ -823,7 +979,31 @@ class AllInOne:
                    else f"http://127.0.0.1:{self.controller_port}")
             self.sup.wait_for(proc, lambda u=url: _http_up(u + "/metrics"),
                               60, f"serving {url}/metrics")
-            self._record(name, proc, url, command=cmd)
+            self._record(name, proc, url, command=cmd,
+                         host=socket.gethostname())
+        self.exporters = {socket.gethostname(): self.services[
+            "nova-rdt-exporter"]["url"]}
+        targets = [f"127.0.0.1:{self.exporter_port}",
+                   f"127.0.0.1:{self.controller_port}"]
+        sub = self.subnode
+        if sub:
+            for name, port in (("nova-rdt-exporter", sub.exporter_port),
+                               ("nova-rdt-controller", sub.controller_port)):
+                cmd = sub.plugin_processes.get(name)
+                if not cmd:
+                    raise LabError(f"the second compute's stack extra did "
+                                   f"not run_process {name}")
+                proc = self._spawn(f"{name}-2", shlex.split(cmd),
+                                   ns=sub.lab)
+                url = f"http://127.0.0.1:{port}"
+                self.sup.wait_for(proc,
+                                  lambda u=url: _http_up(u + "/metrics"),
+                                  60, f"serving {url}/metrics")
+                self._record(f"{name}-2", proc, url, command=cmd,
+                             host=sub.name)
+                targets.append(f"127.0.0.1:{port}")
+            self.exporters[sub.name] = self.services[
+                "nova-rdt-exporter-2"]["url"]
         pdir = os.path.join(self.data, "prometheus")
         os.makedirs(pdir, exist_ok=True)
         cfg = os.path.join(pdir, "prometheus.yml")
@@ -832,9 +1012,7 @@ class AllInOne:
                                   "evaluation_interval": "5s"},
                        "scrape_configs": [{
                            "job_name": "nova-rdt", "honor_labels": True,
-                           "static_configs": [{"targets": [
-                               f"127.0.0.1:{self.exporter_port}",
-                               f"127.0.0.1:{self.controller_port}"]}]}]},
+                           "static_configs": [{"targets": targets}]}]},
                       f)
         prom = self._spawn("prometheus", [
             "prometheus", f"--config.file={cfg}",
@@ -856,7 +1034,8 @@ class AllInOne:
         # Tiers, each stopped side by side: what uses a service stops
         # before it (the observers, then the compute, the other services,
         # then the broker and the database).
-        last = {"rabbitmq": 3, "epmd": 4, "mariadb": 3, "nova-compute": 1}
+        last = {"rabbitmq": 3, "epmd": 4, "mariadb": 3, "nova-compute": 1,
+                "nova-compute-2": 1}
         tiers: dict[int, list[Process]] = {}
         for proc in self.procs:
             tier = last.get(proc.name, 2 if proc.name.startswith(
@@ -879,11 +1058,17 @@ class AllInOne:
             for th in threads:
                 th.join()
         self._sweep_sessions(sessions)
-        self.lab.stop()
-        left = self.lab.leaks() + [f"process {s}" for s in
-                                   self._session_members(sessions)]
-        left += [f"process in lab namespace (killed) {s}"
-                 for s in self.lab.swept]
+        labs = ([self.subnode.lab] if self.subnode else []) + [self.lab]
+        for lab in labs:
+            if lab is self.lab:
+                # Its directory holds the shared mount.
+                self._unmount_shared()
+            lab.stop()
+        left = [f"process {s}" for s in self._session_members(sessions)]
+        for lab in labs:
+            left += lab.leaks()
+            left += [f"process in lab namespace (killed) {s}"
+                     for s in lab.swept]
         self.timings["stop"] = round(time.monotonic() - t0, 1)
         return left
 

@@ -108,9 +108,12 @@ class Nova:
             "rdt": rdt_host,
         }
 
-    def write_conf(self, libvirt: dict, rdt_host: dict) -> None:
+    def write_conf(self, libvirt: dict, rdt_host: dict,
+                   overrides: dict | None = None) -> None:
         """nova.conf, api-paste.ini and rootwrap (devstack copies both from
-        Nova, and points rootwrap at its bin directory and filters)."""
+        Nova, and points rootwrap at its bin directory and filters);
+        ``overrides``: options replaced or added, per section (a second
+        compute's host and state)."""
         os.makedirs(os.path.join(self.etc, "rootwrap.d"), exist_ok=True)
         for sub in ("state", "instances", "lock"):
             os.makedirs(os.path.join(self.data, sub), exist_ok=True)
@@ -125,7 +128,10 @@ class Nova:
             "exec_dirs": f"{bindir},/sbin,/usr/sbin,/bin,/usr/bin,"
                          f"/usr/local/sbin,/usr/local/bin",
             "use_syslog": False}}, mode=0o644)
-        ini.write(self.conf, self.base_conf(libvirt, rdt_host))
+        conf = self.base_conf(libvirt, rdt_host)
+        for section, options in (overrides or {}).items():
+            conf[section] = {**conf.get(section, {}), **options}
+        ini.write(self.conf, conf)
 
     #: devstack's start_nova_compute, after the plugin's post-config.
     CPU_CONF_BASH = (f"cp {NOVA_CONF} {NOVA_CPU_CONF}\n"

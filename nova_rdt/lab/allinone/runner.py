@@ -32,7 +32,7 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         out_dir: str = "nova-rdt-lab-report", short: bool = False,
         resctrl: str = "emulated", say=None,
         libvirt_cache_dir: str | None = None, kernel: str | None = None,
-        logs=None) -> dict:
+        logs=None, computes: int = 1) -> dict:
     """The cloud; returns the summary (also in ``summary.json``)."""
     with LabRun(scenario_name, out_dir, say, logs) as run:
         say = run.say
@@ -50,7 +50,8 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
                if short else ""))
         cloud = cloud_mod.AllInOne(out_dir, profile=profile, kernel=kernel,
                                    libvirt_cache_dir=libvirt_cache_dir,
-                                   say=say)
+                                   say=say, computes=computes)
+        run.summary["computes"] = computes
         run.lab = cloud.lab
         def stop() -> list[str]:
             left = cloud.stop()
@@ -185,6 +186,9 @@ def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
         run.summary["checks"] = [c.__dict__ for c in chk.results]
         run.summary["facts"] = chk.facts
     say(f"exchange: {tpath}")
+    moves_ok = True
+    if cloud.subnode:
+        moves_ok = _moves(run, cloud, shell, out_dir)
     run.stage("Tempest (tempest run --regex tempest_plugin)")
     t = checks_mod.tempest_run(paths["tempest_workspace"], cloud.env())
     run.summary["tempest"] = t
@@ -201,8 +205,31 @@ def _short(run: LabRun, cloud, paths: dict, out_dir: str) -> bool:
         say(f"  skipped {s['test']}: {s['reason']}")
     for f in t["failures"]:
         say(f"  FAILED {f}")
-    ok = all(c.ok is not False for c in chk.results)
+    ok = all(c.ok is not False for c in chk.results) and moves_ok
     return ok and t["failed"] == 0 and t["status"] == 0
+
+
+def _moves(run: LabRun, cloud, shell, out_dir: str) -> bool:
+    """Every move of a sharer and a class member between the computes,
+    then the race; the table in ``<out>/cloud/moves.txt``."""
+    from nova_rdt.lab.allinone import moves as moves_mod
+    say = run.say
+    run.stage(f"Moves between {' and '.join(s.host for s in cloud.sides())}"
+              f" (openstack server migrate/resize/shelve/evacuate)")
+    mv = moves_mod.Moves(cloud, shell, say)
+    path = os.path.join(serve.cloud_dir(out_dir), "moves.txt")
+    try:
+        mv.run()
+    finally:
+        with open(path, "w") as f:
+            f.write(moves_mod.table(mv.results))
+        run.summary["moves"] = [r.__dict__ for r in mv.results]
+        run.summary["moves_table"] = path
+    say(f"moves: {path}")
+    run.stage("Boots that race (two scheduler workers)")
+    race = moves_mod.run_race(cloud, shell, say)
+    run.summary["race"] = race
+    return all(r.ok is not False for r in mv.results) and race["ok"]
 
 
 def isolation_artifacts(cloud) -> dict | None:

@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "as, e.g. 6.1 (default: the emulator's)")
     ap.add_argument("--libvirt-cache-dir", type=common.path,
                     help="reuse QEMU's capability probe across runs")
+    ap.add_argument("--computes", type=int, choices=[1, 2], default=1,
+                    help="cloud only: 2 adds a second compute (its own "
+                         "libvirtd, resctrl, hook and nova-compute) and, "
+                         "with --short, moves RDT instances between them "
+                         "(default: %(default)s)")
     return ap
 
 
@@ -104,6 +109,8 @@ def _check(ap: argparse.ArgumentParser, args) -> None:
             profiles.get(args.profile)
         except ValueError as e:
             ap.error(f"--profile: {e}")
+    if args.computes != 1 and args.scenario != "cloud":
+        ap.error("--computes applies to --scenario cloud only")
     if args.kernel:
         if args.resctrl == "real":
             ap.error("--kernel applies to the emulated resctrl only, not "
@@ -136,12 +143,14 @@ def main(argv=None) -> int:
         # back by claim()).
         runner = importlib.import_module(spec.module)
         logs.claim()
+        extra = ({"computes": args.computes} if args.computes != 1
+                 else {})
         try:
             summary = runner.run(
                 args.scenario, args.profile, args.out, args.short,
                 args.resctrl, say=say,
                 libvirt_cache_dir=args.libvirt_cache_dir,
-                kernel=args.kernel, logs=logs)
+                kernel=args.kernel, logs=logs, **extra)
         except KeyboardInterrupt:
             print("interrupted; everything was stopped", file=sys.stderr)
             return 130

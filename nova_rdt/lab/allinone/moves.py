@@ -1,0 +1,516 @@
+"""``--computes 2 --short``: every move of an RDT instance between the
+two computes, with the user's own commands, and boots that race.
+
+Each move is typed as an operator types it (``openstack server migrate
+--live-migration --host ...``), and checked underneath on both computes
+(:mod:`.hostview`): on the destination the instance's vCPUs run in the
+group libvirt made for its domain with exactly its flavor's ways on every
+cache (a class member: in its class's group), a sharer's ways inside the
+PMD COS, and nova-rdt's record of it; on the source nothing is left (no
+domain, group or record) and the PMD COS is what it was before the
+instance came.  One sharer and one class member make the journey.
+
+The race: N concurrent ``openstack server create`` of one flavor against
+caches that fit fewer than N, with two scheduler workers.  Every ACTIVE
+server must hold its ways, disjoint from its neighbours'; the rest end
+in No valid host; reschedules and the time to settle are counted.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import re
+import time
+
+from nova_rdt.lab.allinone import hostview
+
+#: The sharer's ways (and one more for the resize).
+SHARER_WAYS = 2
+#: The race's flavor.
+RACE_WAYS = 3
+#: Servers beyond what the caches fit.
+RACE_EXTRA = 2
+WAIT = 300
+
+
+@dataclasses.dataclass
+class Result:
+    move: str
+    kind: str
+    ok: bool | None
+    src: str
+    dst: str
+    seconds: float
+    masks: str = ""
+    detail: str = ""
+
+    def row(self) -> list[str]:
+        mark = {True: "ok", False: "FAIL", None: "skip"}[self.ok]
+        return [self.move, self.kind, mark, f"{self.src} -> {self.dst}",
+                self.masks or "-", "yes" if self.ok else
+                ("-" if self.ok is None else "see detail"),
+                f"{self.seconds:.1f}", self.detail]
+
+
+@dataclasses.dataclass
+class Instance:
+    kind: str
+    name: str
+    flavor: str
+    ways: int | None
+    rdt_class: str | None = None
+    pmd_share: bool = False
+    uuid: str = ""
+    domain: str = ""
+
+
+class Moves:
+    def __init__(self, cloud, shell, say):
+        self.cloud = cloud
+        self.sh = shell
+        self.say = say
+        self.sides = {s.host: s for s in cloud.sides()}
+        self.hosts = list(self.sides)
+        self.results: list[Result] = []
+        self.race: dict = {}
+        #: host -> its PMD COS with no instance of ours on it.
+        self.pmd_idle: dict[str, dict[int, int]] = {}
+
+    # -- helpers --------------------------------------------------------
+
+    def other(self, host: str) -> str:
+        return next(h for h in self.hosts if h != host)
+
+    def show(self, name: str) -> dict:
+        return self.sh.json(f"openstack server show {name}")
+
+    def where(self, inst: Instance) -> str:
+        return self.show(inst.name)["OS-EXT-SRV-ATTR:host"]
+
+    def seen(self, host: str, inst: Instance) -> hostview.Seen:
+        return hostview.observe(self.sides[host], inst.domain, inst.uuid)
+
+    def wait_status(self, name: str, want: set[str],
+                    timeout: float = WAIT) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.show(name)
+            if s["status"] in want or s["status"] == "ERROR":
+                return s
+            if time.monotonic() > deadline:
+                return s
+            time.sleep(1)
+
+    def check(self, move: str, inst: Instance, src: str, dst: str,
+              t0: float, run, settled: set[str] = frozenset({"ACTIVE"}),
+              clean_source: bool = True) -> Result:
+        """Run ``run()`` (the commands of one move), then judge both
+        computes: ``dst`` holds the instance, ``src`` (when another) has
+        nothing of it."""
+        detail = []
+        try:
+            problem = run()
+            if problem:
+                detail.append(problem)
+        except Exception as e:       # a step's own failure is the result
+            detail.append(f"{type(e).__name__}: {e}")
+        s = self.wait_status(inst.name, settled)
+        seconds = time.monotonic() - t0
+        at = s.get("OS-EXT-SRV-ATTR:host")
+        if s["status"] not in settled:
+            detail.append(f"status {s['status']}"
+                          + (f": {s.get('fault')}" if s.get("fault") else ""))
+        if at != dst:
+            detail.append(f"on {at}, not {dst}")
+        held = self.seen(dst, inst)
+        detail += hostview.judge_holds(held, inst.domain, inst.ways,
+                                       inst.rdt_class, inst.pmd_share)
+        if src != dst and clean_source:
+            detail += hostview.judge_clean(self.seen(src, inst), inst.domain,
+                                           self.pmd_idle.get(src))
+        masks = ""
+        group = held.group_of_vcpus()
+        if group and group in held.groups:
+            masks = ";".join(f"{c}={m:x}" for c, m in
+                             sorted(held.groups[group].l3.items()))
+        r = Result(move, inst.kind, not detail, src, dst, seconds, masks,
+                   "; ".join(detail))
+        self.results.append(r)
+        self.say(f"  {'ok  ' if r.ok else 'FAIL'} {move} ({inst.kind}) "
+                 f"{src} -> {dst} in {seconds:.1f} s"
+                 + (f": {r.detail}" if r.detail else f", masks {masks}"))
+        return r
+
+    def _cmd(self, command: str, timeout: float = WAIT) -> str | None:
+        """A command that must succeed: None, or what it printed."""
+        e = self.sh(command, timeout=timeout)
+        return None if e.status == 0 else f"`{command}`: {e.printed[-400:]}"
+
+    # -- set-up ---------------------------------------------------------
+
+    def flavors(self) -> None:
+        from nova_rdt.lab.allinone import cloud as cloud_mod
+        rdt_class = cloud_mod.CLASSES.split(":", 1)[0]
+        specs = {
+            "mv.sharer": f"rdt:l3_cache_ways={SHARER_WAYS} "
+                         f"--property rdt:pmd_share=true",
+            "mv.sharer.big": f"rdt:l3_cache_ways={SHARER_WAYS + 1} "
+                             f"--property rdt:pmd_share=true",
+            "mv.member": f"rdt:class={rdt_class}",
+            "mv.plain": None,
+            "mv.race": f"rdt:l3_cache_ways={RACE_WAYS}",
+        }
+        for name, spec in specs.items():
+            prop = f" --property {spec}" if spec else ""
+            self.sh(f"openstack flavor create {name} --vcpus 1 --ram 128 "
+                    f"--disk 1{prop}")
+        self.rdt_class = rdt_class
+
+    def boot(self, inst: Instance, host: str) -> str | None:
+        from nova_rdt.lab.allinone import cloud as cloud_mod
+        problem = self._cmd(
+            f"openstack --os-compute-api-version 2.74 server create "
+            f"--flavor {inst.flavor} --image {cloud_mod.IMAGE} --nic none "
+            f"--host {host} --wait {inst.name}")
+        if problem:
+            return problem
+        s = self.show(inst.name)
+        inst.uuid = s["id"]
+        inst.domain = s["OS-EXT-SRV-ATTR:instance_name"]
+        return None
+
+    # -- the moves ------------------------------------------------------
+
+    def run(self) -> None:
+        a, b = self.hosts
+        for host in self.hosts:
+            self.pmd_idle[host] = hostview.pmd_mask(hostview.Seen(
+                host, False, frozenset(), hostview.read_groups(
+                    self.sides[host].resctrl_root), False))
+        self.flavors()
+        insts = [Instance("sharer", "mv-sharer", "mv.sharer", SHARER_WAYS,
+                          pmd_share=True),
+                 Instance("class member", "mv-member", "mv.member", None,
+                          rdt_class=self.rdt_class)]
+        # The two instances travel side by side (their moves touch
+        # different groups); a full destination and the evacuation, which
+        # change a whole host, come one at a time.
+        self._each(insts, lambda i: self.check(
+            "boot (--host)", i, a, a, time.monotonic(),
+            lambda: self.boot(i, a)))
+        self._each(insts, self.journey)
+        for inst in insts:
+            self.refused(inst)
+        self.evacuate(insts)
+
+        def finish(inst):
+            self.resize_plain(inst)
+            self._cmd(f"openstack server delete --wait {inst.name}")
+        self._each(insts, finish)
+
+    @staticmethod
+    def _each(insts: list[Instance], fn) -> None:
+        with concurrent.futures.ThreadPoolExecutor(len(insts)) as pool:
+            for fut in [pool.submit(fn, i) for i in insts]:
+                fut.result()
+
+    def journey(self, inst: Instance) -> None:
+        name = inst.name
+        src = self.where(inst)
+        dst = self.other(src)
+        self.check("live migration (--host)", inst, src, dst,
+                   time.monotonic(), lambda: self._cmd(
+                       f"openstack --os-compute-api-version 2.30 server "
+                       f"migrate --live-migration --host {dst} --wait "
+                       f"{name}"))
+        src, dst = dst, src
+        self.check("live migration (scheduled)", inst, src, dst,
+                   time.monotonic(), lambda: self._cmd(
+                       f"openstack server migrate --live-migration --wait "
+                       f"{name}"))
+        src = self.where(inst)
+        dst = self.other(src)
+
+        def cold(action: str):
+            def run():
+                problem = self._cmd(
+                    f"openstack --os-compute-api-version 2.56 server "
+                    f"migrate --host {dst} --wait {name}")
+                if problem:
+                    return problem
+                s = self.wait_status(name, {"VERIFY_RESIZE"})
+                if s["status"] != "VERIFY_RESIZE":
+                    return f"status {s['status']} after migrate"
+                return self._cmd(f"openstack server resize {action} {name}")
+            return run
+        self.check("cold migration, confirm", inst, src, dst,
+                   time.monotonic(), cold("confirm"))
+        src, dst = dst, src
+        # Reverted: back where it was, nothing on the other.
+        self.check("cold migration, revert", inst, dst, src,
+                   time.monotonic(), cold("revert"))
+        if inst.kind == "sharer":
+            big = dataclasses.replace(inst, flavor="mv.sharer.big",
+                                      ways=SHARER_WAYS + 1)
+            src = self.where(inst)
+
+            def resize():
+                problem = self._cmd(f"openstack server resize --flavor "
+                                    f"{big.flavor} --wait {name}")
+                if problem:
+                    return problem
+                return self._cmd(f"openstack server resize confirm {name}")
+            t0 = time.monotonic()
+            resize_problem = resize()
+            dst = self.where(inst)
+            self.check("resize to more ways", big, src, dst, t0,
+                       lambda: resize_problem)
+            inst.flavor, inst.ways = big.flavor, big.ways
+        src = self.where(inst)
+        dst = self.other(src)
+
+        def unshelve():
+            problem = self._cmd(f"openstack server shelve --wait {name}")
+            if problem:
+                return problem
+            s = self.wait_status(name, {"SHELVED_OFFLOADED"})
+            if s["status"] != "SHELVED_OFFLOADED":
+                return f"status {s['status']} after shelve"
+            left = hostview.judge_clean(self.seen(src, inst), inst.domain,
+                                        self.pmd_idle.get(src))
+            if left:
+                return "shelved, offloaded: " + "; ".join(left)
+            return self._cmd(f"openstack --os-compute-api-version 2.91 "
+                             f"server unshelve --host {dst} --wait {name}")
+        self.check("shelve, unshelve (--host)", inst, src, dst,
+                   time.monotonic(), unshelve)
+
+    def refused(self, inst: Instance) -> None:
+        """A destination that refuses: the other compute's cache is
+        filled until the instance cannot fit, then a live migration to
+        it must fail and leave the instance where it was."""
+        src = self.where(inst)
+        dst = self.other(src)
+        seen = self.seen(dst, inst)
+        cbm_bits = self.cloud.profile.l3.cbm_len
+        free = hostview.free_ways(seen, cbm_bits)
+        if inst.rdt_class:
+            from nova_rdt import naming
+            if naming.class_group(naming.DEFAULT_PREFIX,
+                                  inst.rdt_class) in seen.groups:
+                self.results.append(Result(
+                    "live migration refused (full destination)", inst.kind,
+                    None, src, dst, 0.0, detail="its class's group is on "
+                    "the destination: joining costs no ways"))
+                return
+            need = 1
+        else:
+            need = inst.ways or 0
+        filler_ways = free - need + 1
+        t0 = time.monotonic()
+        filler = Instance("filler", f"mv-filler-{inst.name}",
+                          f"mv.fill{filler_ways}", filler_ways)
+
+        def run():
+            if filler_ways > 0:
+                self.sh(f"openstack flavor create {filler.flavor} --vcpus 1 "
+                        f"--ram 128 --disk 1 --property "
+                        f"rdt:l3_cache_ways={filler_ways}")
+                problem = self.boot(filler, dst)
+                if problem:
+                    return f"the filler: {problem}"
+            e = self.sh(f"openstack --os-compute-api-version 2.30 server "
+                        f"migrate --live-migration --host {dst} --wait "
+                        f"{inst.name}")
+            if e.status == 0 and self.where(inst) == dst:
+                return "the full destination took it"
+            return None
+        try:
+            self.check("live migration refused (full destination)", inst,
+                       dst, src, t0, run)
+        finally:
+            if filler_ways > 0:
+                self.sh(f"openstack server delete --wait {filler.name}")
+                self.sh(f"openstack flavor delete {filler.flavor}")
+
+    def evacuate(self, insts: list[Instance]) -> None:
+        """The host both instances are on goes down (its nova-compute
+        stops, its domains die), is forced down, and both are evacuated;
+        then it comes back, cleans up, and is set up again."""
+        src = self.where(insts[0])
+        for inst in insts[1:]:
+            if self.where(inst) != src:
+                self._cmd(f"openstack --os-compute-api-version 2.30 server "
+                          f"migrate --live-migration --host {src} --wait "
+                          f"{inst.name}")
+        dst = self.other(src)
+        t0 = time.monotonic()
+        self.cloud.stop_compute(src)
+        side = self.sides[src]
+        import subprocess
+        for inst in insts:
+            # The host died: so did its guests.
+            subprocess.run(["virsh", "-q", "-c", side.libvirt_uri,
+                            "destroy", inst.domain], capture_output=True)
+        self._cmd(f"openstack --os-compute-api-version 2.11 compute service "
+                  f"set --down {src} nova-compute")
+        for inst in insts:
+            self.check(
+                "evacuate (source forced down)", inst, src, dst, t0,
+                lambda i=inst: self._cmd(
+                    f"openstack --os-compute-api-version 2.29 server "
+                    f"evacuate --host {dst} --wait {i.name}"),
+                # The source is judged once it is back (below).
+                clean_source=False)
+        t1 = time.monotonic()
+        # Forced down, a service never shows up: the flag goes first (the
+        # evacuations are done), then the compute starts and cleans up.
+        self._cmd(f"openstack --os-compute-api-version 2.11 compute service "
+                  f"set --up {src} nova-compute")
+        self.cloud.start_compute(src)
+        for inst in insts:
+            self.check("evacuated: source back up, cleaned", inst, src,
+                       dst, t1, lambda i=inst: self._wait_clean(src, i))
+
+    def _wait_clean(self, host: str, inst: Instance,
+                    timeout: float = 120) -> str | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = hostview.judge_clean(self.seen(host, inst), inst.domain,
+                                        None)
+            if not left or time.monotonic() > deadline:
+                return "; ".join(left) or None
+            time.sleep(2)
+
+    def resize_plain(self, inst: Instance) -> None:
+        src = self.where(inst)
+        plain = dataclasses.replace(inst, flavor="mv.plain", ways=None,
+                                    rdt_class=None, pmd_share=False)
+        t0 = time.monotonic()
+        problem = self._cmd(f"openstack server resize --flavor mv.plain "
+                            f"--wait {inst.name}") or self._cmd(
+            f"openstack server resize confirm {inst.name}")
+        dst = self.where(inst)
+        r = self.check("resize to a flavor with no rdt: keys", plain, src,
+                       dst, t0, lambda: problem)
+        # No group anywhere: the old host's, if it stayed, is judged too.
+        if src == dst:
+            left = [g for g in self.seen(src, inst).groups
+                    if re.search(rf"-{re.escape(inst.domain)}-", g)]
+            if left:
+                r.ok = False
+                r.detail = f"group(s) {left} left after the resize"
+
+
+def run_race(cloud, shell, say) -> dict:
+    """N concurrent creates of one flavor against caches that fit fewer
+    than N (two scheduler workers): counts, reschedules, time to settle,
+    and whether every ACTIVE server holds its own ways."""
+    from nova_rdt.lab.allinone import cloud as cloud_mod
+    sides = cloud.sides()
+    cbm_bits = cloud.profile.l3.cbm_len
+    fit = 0
+    for side in sides:
+        seen = hostview.Seen(side.host, False, frozenset(),
+                             hostview.read_groups(side.resctrl_root), False)
+        fit += hostview.free_ways(seen, cbm_bits) // RACE_WAYS
+    n = fit + RACE_EXTRA
+    logs = [cloud.services[name]["log"] for name in cloud.services
+            if name.startswith("nova-compute")]
+    marks = {path: _size(path) for path in logs}
+    names = [f"race-{i}" for i in range(n)]
+    say(f"  {n} concurrent creates of a {RACE_WAYS}-way flavor; the "
+        f"caches fit {fit}")
+    t0 = time.monotonic()
+
+    def create(name):
+        return shell(f"openstack server create --flavor mv.race --image "
+                     f"{cloud_mod.IMAGE} --nic none --wait {name}",
+                     timeout=WAIT)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+        list(pool.map(create, names))
+    settle = time.monotonic() - t0
+    servers = {name: shell.json(f"openstack server show {name}")
+               for name in names}
+    active = [s for s in servers.values() if s["status"] == "ACTIVE"]
+    novalid = [s for s in servers.values() if s["status"] == "ERROR"
+               and "No valid host" in str(s.get("fault"))]
+    other = [s for s in servers.values()
+             if s not in active and s not in novalid]
+    reschedules = sum(_count_since(path, marks[path],
+                                   "was re-scheduled") for path in logs)
+    by_side = {side.host: side for side in sides}
+    unisolated, overlaps = [], []
+    held: dict[str, list[tuple[str, dict[int, int]]]] = {}
+    for s in active:
+        host = s["OS-EXT-SRV-ATTR:host"]
+        seen = hostview.observe(by_side[host], s[
+            "OS-EXT-SRV-ATTR:instance_name"], s["id"])
+        bad = hostview.judge_holds(seen, s["OS-EXT-SRV-ATTR:instance_name"],
+                                   RACE_WAYS)
+        if bad:
+            unisolated.append(f"{s['name']}: {'; '.join(bad)}")
+            continue
+        group = seen.group_of_vcpus()
+        held.setdefault(host, []).append((s["name"],
+                                          seen.groups[group].l3))
+    for host, groups in held.items():
+        for i, (a, ma) in enumerate(groups):
+            for b, mb in groups[i + 1:]:
+                if any(ma[c] & mb.get(c, 0) for c in ma):
+                    overlaps.append(f"{a} and {b} share ways on {host}")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda name: shell(
+            f"openstack server delete --wait {name}"), names))
+    result = {
+        "n": n, "fit": fit, "ways": RACE_WAYS,
+        "scheduler_workers": 2,
+        "active": len(active), "no_valid_host": len(novalid),
+        "other": [f"{s['name']}: {s['status']} {s.get('fault')}"
+                  for s in other],
+        "reschedules": reschedules, "settle_seconds": round(settle, 1),
+        "unisolated": unisolated, "overlapping": overlaps,
+        "per_host": {h: len(g) for h, g in held.items()},
+    }
+    result["ok"] = (not unisolated and not overlaps and not other
+                    and len(active) <= fit and len(active) + len(novalid)
+                    == n)
+    say(f"  {'ok  ' if result['ok'] else 'FAIL'} race: N={n}, ACTIVE "
+        f"{len(active)} ({result['per_host']}), No valid host "
+        f"{len(novalid)}, reschedules {reschedules}, unisolated "
+        f"{len(unisolated)}, overlapping {len(overlaps)}, settled in "
+        f"{settle:.1f} s")
+    for line in unisolated + overlaps + result["other"]:
+        say(f"    {line}")
+    return result
+
+
+def _size(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return f.seek(0, 2)
+    except OSError:
+        return 0
+
+
+def _count_since(path: str, offset: int, needle: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace").count(needle)
+    except OSError:
+        return 0
+
+
+def table(results: list[Result]) -> str:
+    """move x instance kind x result, as text."""
+    head = ["move", "instance", "result", "hosts", "destination masks",
+            "source clean", "seconds", "detail"]
+    rows = [head] + [r.row() for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    out = []
+    for row in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths))
+                   + ("  " + row[-1] if row[-1] else ""))
+    return "\n".join(out) + "\n"
