@@ -434,10 +434,16 @@ def run_race(cloud, shell, say) -> dict:
     servers = {name: shell.json(f"openstack server show {name}")
                for name in names}
     active = [s for s in servers.values() if s["status"] == "ACTIVE"]
+    # Refused by the scheduler, or by every compute's claim in turn
+    # (Nova's MaxRetriesExceeded, a NoValidHost: the schedulers' views
+    # of the hosts were stale while the boots raced).
     novalid = [s for s in servers.values() if s["status"] == "ERROR"
                and "No valid host" in str(s.get("fault"))]
+    retries = [s for s in servers.values() if s["status"] == "ERROR"
+               and "Exceeded maximum number of retries" in str(
+                   s.get("fault"))]
     other = [s for s in servers.values()
-             if s not in active and s not in novalid]
+             if s not in active and s not in novalid and s not in retries]
     reschedules = sum(_count_since(path, marks[path],
                                    "was re-scheduled") for path in logs)
     by_side = {side.host: side for side in sides}
@@ -455,6 +461,13 @@ def run_race(cloud, shell, say) -> dict:
         group = seen.group_of_vcpus()
         held.setdefault(host, []).append((s["name"],
                                           seen.groups[group].l3))
+    # A refused boot leaves nothing on any compute.
+    for s in novalid + retries:
+        for side in sides:
+            left = hostview.judge_clean(hostview.observe(side, s[
+                "OS-EXT-SRV-ATTR:instance_name"], s["id"]),
+                s["OS-EXT-SRV-ATTR:instance_name"], None)
+            unisolated += [f"{s['name']} (refused): {x}" for x in left]
     for host, groups in held.items():
         for i, (a, ma) in enumerate(groups):
             for b, mb in groups[i + 1:]:
@@ -467,6 +480,7 @@ def run_race(cloud, shell, say) -> dict:
         "n": n, "fit": fit, "ways": RACE_WAYS,
         "scheduler_workers": 2,
         "active": len(active), "no_valid_host": len(novalid),
+        "max_retries_exceeded": len(retries),
         "other": [f"{s['name']}: {s['status']} {s.get('fault')}"
                   for s in other],
         "reschedules": reschedules, "settle_seconds": round(settle, 1),
@@ -474,11 +488,13 @@ def run_race(cloud, shell, say) -> dict:
         "per_host": {h: len(g) for h, g in held.items()},
     }
     result["ok"] = (not unisolated and not overlaps and not other
-                    and len(active) <= fit and len(active) + len(novalid)
-                    == n)
+                    and len(active) <= fit
+                    and len(active) + len(novalid) + len(retries) == n)
     say(f"  {'ok  ' if result['ok'] else 'FAIL'} race: N={n}, ACTIVE "
         f"{len(active)} ({result['per_host']}), No valid host "
-        f"{len(novalid)}, reschedules {reschedules}, unisolated "
+        f"{len(novalid)} from the scheduler and {len(retries)} after every "
+        f"compute refused (MaxRetriesExceeded), reschedules {reschedules}, "
+        f"unisolated or half-made "
         f"{len(unisolated)}, overlapping {len(overlaps)}, settled in "
         f"{settle:.1f} s")
     for line in unisolated + overlaps + result["other"]:

@@ -62,8 +62,15 @@ def tempest_conf(cloud) -> dict:
         "compute": {"image_ref": image, "image_ref_alt": image,
                     "min_microversion": "2.1",
                     "max_microversion": "latest",
-                    "build_timeout": 180, "min_compute_nodes": 1,
+                    "build_timeout": 180,
+                    "min_compute_nodes": len(cloud.sides()),
                     "region": keystone_mod.REGION},
+        # Moves need a second compute (and, live, a shared instances
+        # path, which the two-compute cloud has).
+        "compute-feature-enabled": {
+            "live_migration": bool(cloud.subnode),
+            "cold_migration": bool(cloud.subnode),
+            "resize": True, "shelve": True},
         "image": {"region": keystone_mod.REGION},
         "network": {"region": keystone_mod.REGION},
         "placement": {"region": keystone_mod.REGION},
