@@ -19,14 +19,14 @@ from tempest import config
 from tempest.api.compute import base
 from tempest.common import waiters
 from tempest.lib import decorators
-from tempest.lib.common.utils import data_utils
 
 from tempest_plugin import exporter as exporter_mod
+from tempest_plugin import servers
 
 CONF = config.CONF
 
 
-class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
+class _RdtAppliedBase(servers.RdtServersMixin, base.BaseV2ComputeAdminTest):
     # networks "none" arrived in 2.37.
     min_microversion = "2.37"
 
@@ -47,29 +47,6 @@ class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
     def setup_clients(cls):
         super().setup_clients()
         cls.exporter = exporter_mod.Exporter(CONF.nova_rdt.exporter_url)
-
-    def flavor(self, specs, vcpus=1, ram=128):
-        flavor = self.admin_flavors_client.create_flavor(
-            name=data_utils.rand_name("rdt"), ram=ram, vcpus=vcpus,
-            disk=1)["flavor"]
-        self.addCleanup(self.admin_flavors_client.delete_flavor,
-                        flavor["id"])
-        self.admin_flavors_client.set_flavor_extra_spec(flavor["id"],
-                                                        **specs)
-        return flavor["id"]
-
-    def boot(self, flavor_id, wait_until="ACTIVE"):
-        """A server with no NIC; deleted (and waited for) at clean-up."""
-        body = self.admin_servers_client.create_server(
-            name=data_utils.rand_name("rdt"), flavorRef=flavor_id,
-            imageRef=CONF.compute.image_ref, networks="none")["server"]
-        self.addCleanup(waiters.wait_for_server_termination,
-                        self.admin_servers_client, body["id"])
-        self.addCleanup(self.admin_servers_client.delete_server, body["id"])
-        if wait_until:
-            waiters.wait_for_server_status(self.admin_servers_client,
-                                           body["id"], wait_until)
-        return body["id"]
 
 
 class RdtAppliedTest(_RdtAppliedBase):
