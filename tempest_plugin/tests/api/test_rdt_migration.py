@@ -121,9 +121,10 @@ class _RdtMigrationBase(servers.RdtServersMixin,
             last["layout"] = exporter.layout()
             last["problems"] = problems_of(last["layout"])
             return not last["problems"]
-        exporter.wait_for(host, ok, timeout=SETTLE_SECONDS)
-        self.assertEqual([], last["problems"],
-                         f"{host} (exporter {exporter.url})")
+        if not exporter.wait_for(host, ok, timeout=SETTLE_SECONDS):
+            self.fail(f"{host} (exporter {exporter.url}), after "
+                      f"{SETTLE_SECONDS:g} s: "
+                      + "\n".join(last["problems"]))
         return last["layout"]
 
     def holds(self, host, server, check):
