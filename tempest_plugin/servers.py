@@ -23,11 +23,13 @@ class RdtServersMixin:
                                                         **specs)
         return flavor["id"]
 
-    def boot(self, flavor_id, wait_until="ACTIVE"):
-        """A server with no NIC; deleted (and waited for) at clean-up."""
+    def boot(self, flavor_id, wait_until="ACTIVE", **kwargs):
+        """A server with no NIC; deleted (and waited for) at clean-up.
+        ``kwargs`` go to create_server (``scheduler_hints``...)."""
         body = self.admin_servers_client.create_server(
             name=data_utils.rand_name("rdt"), flavorRef=flavor_id,
-            imageRef=CONF.compute.image_ref, networks="none")["server"]
+            imageRef=CONF.compute.image_ref, networks="none",
+            **kwargs)["server"]
         self.addCleanup(waiters.wait_for_server_termination,
                         self.admin_servers_client, body["id"])
         self.addCleanup(self.admin_servers_client.delete_server, body["id"])

@@ -3,7 +3,9 @@ cloud: a fake Nova (servers, flavors, moves as Nova's API takes them)
 and each compute's exporter serving ``/api/layout`` documents the
 exporter's own ``page.layout`` makes from what the cloud holds there.
 A right cloud passes; a cloud that leaves a group behind, gives the
-wrong ways, or does not move the server fails the test, saying so."""
+wrong ways, or does not move the server fails the test, saying so.  The
+single-compute tests (test_rdt_applied) run there too: with
+``exporter_urls`` each server is read on the compute it runs on."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ class Cloud:
         self.stale = {h: [] for h in HOSTS}        # groups left behind
         self.domid = itertools.count(1)
         self.ids = itertools.count(1)
+        self.booted = 0
+        self.boots = []                            # each boot's host
 
     # -- resctrl --
     def place(self, host, uuid):
@@ -93,23 +97,44 @@ class Servers:
     def __init__(self, cloud):
         self.cloud = cloud
 
-    def create_server(self, name, flavorRef, imageRef, networks):
+    def create_server(self, name, flavorRef, imageRef, networks,
+                      scheduler_hints=None):
+        """Round robin over the computes from the first, but beside the
+        members of an affinity group; more ways than a cache has is No
+        valid host."""
         assert networks == "none"
-        uuid = f"00000000-0000-4000-8000-{next(self.cloud.ids):012d}"
-        self.cloud.servers[uuid] = {"flavor": flavorRef, "host": HOSTS[0],
-                                    "status": "ACTIVE", "moved_to": None,
-                                    "n": len(self.cloud.servers) + 1}
-        self.cloud.place(HOSTS[0], uuid)
+        cloud = self.cloud
+        uuid = f"00000000-0000-4000-8000-{next(cloud.ids):012d}"
+        group = (scheduler_hints or {}).get("group")
+        beside = [s["host"] for s in cloud.servers.values()
+                  if group and s.get("group") == group]
+        host = beside[0] if beside else HOSTS[cloud.booted % len(HOSTS)]
+        cloud.booted += 1
+        ways = int(cloud.flavors[flavorRef].get("rdt:l3_cache_ways", 0))
+        cloud.boots.append(host if ways < 11 else None)
+        server = {"flavor": flavorRef, "host": host, "status": "ACTIVE",
+                  "moved_to": None, "n": len(cloud.servers) + 1,
+                  "group": group}
+        cloud.servers[uuid] = server
+        if ways >= 11:
+            server.update(host=None, status="ERROR", fault={
+                "message": "No valid host was found. RDTFilter: "
+                           f"rdt:l3_cache_ways={ways} does not fit"})
+        else:
+            cloud.place(host, uuid)
         return {"server": {"id": uuid}}
 
     def show_server(self, uuid):
         s = self.cloud.servers[uuid]
         return {"server": {"id": uuid, "status": s["status"],
-                           "OS-EXT-SRV-ATTR:host": s["host"]}}
+                           "OS-EXT-SRV-ATTR:host": s["host"],
+                           **({"fault": s["fault"]} if "fault" in s
+                              else {})}}
 
     def delete_server(self, uuid):
         s = self.cloud.servers.pop(uuid)
-        self.cloud.placed[s["host"]].pop(uuid, None)
+        if s["host"]:
+            self.cloud.placed[s["host"]].pop(uuid, None)
 
     def _move(self, uuid, host, status):
         s = self.cloud.servers[uuid]
@@ -148,6 +173,17 @@ class FakeExporter(exporter_mod.Exporter):
     def layout(self):
         return self.cloud.layout(self.host)
 
+    def feature(self, feature):
+        return False
+
+    def instance_ways(self, uuid):
+        # What /metrics' nova_rdt_group_l3_ways says, from the layout.
+        doc = self.layout()
+        sets = exporter_mod.way_sets(doc)
+        return {key.split(":")[1]: len(ways)
+                for g in exporter_mod.instance_groups(doc, uuid)
+                for key, ways in sets.get(g, {}).items()}
+
 
 @pytest.fixture
 def run(monkeypatch):
@@ -165,7 +201,9 @@ def run(monkeypatch):
     monkeypatch.setattr(mod, "CONF", conf)
     monkeypatch.setattr(servers_mod, "CONF", conf)
     monkeypatch.setattr(mod, "SETTLE_SECONDS", 0.0)
-    monkeypatch.setattr(exporter_mod.time, "sleep", lambda s: None)
+    # One look: what a right cloud shows, it shows at once.
+    monkeypatch.setattr(exporter_mod.Exporter, "wait_for",
+                        lambda self, what, check, **kw: check())
 
     def go(cls, what, bugs=(), **kw):
         cloud = Cloud(bugs)
@@ -252,3 +290,90 @@ def test_a_class_member_needs_a_class(run, monkeypatch):
     with pytest.raises(mod.RdtColdMigrationTest.skipException,
                        match="noisy_class is not set"):
         run(mod.RdtColdMigrationTest, "member", revert=False)
+
+
+# -- the single-server tests on two computes: each server read where it
+# -- runs (exporter_urls), the PMD pair kept together --
+
+@pytest.fixture
+def applied(run, monkeypatch):
+    """applied(test name, host_exporters): runs one of test_rdt_applied's
+    tests on the simulated cloud; the cloud after."""
+    from tempest_plugin.tests.api import test_rdt_applied as amod
+    conf = types.SimpleNamespace(nova_rdt=types.SimpleNamespace(
+        forwarding_l3_ways=4, noisy_l3_ways=2, noisy_class="low_priority"),
+        compute=types.SimpleNamespace(image_ref="image"))
+    monkeypatch.setattr(amod, "CONF", conf)
+
+    def go(name, urls=True):
+        cloud = Cloud()
+        cls = (amod.RdtAppliedNegativeTest if "no_valid_host" in name
+               else amod.RdtAppliedTest)
+        groups = {}
+
+        def create_server_group(name, policies):
+            assert policies == ["affinity"]
+            groups[name] = {"id": f"sg-{len(groups)}"}
+            return {"server_group": groups[name]}
+        exporters = {h: FakeExporter(cloud, h) for h in HOSTS}
+        for attr, value in {
+                "admin_servers_client": Servers(cloud),
+                "admin_flavors_client": Flavors(cloud),
+                "os_admin": types.SimpleNamespace(
+                    server_groups_client=types.SimpleNamespace(
+                        create_server_group=create_server_group,
+                        delete_server_group=lambda gid: None),
+                    hypervisor_client=types.SimpleNamespace(
+                        list_hypervisors=lambda: {"hypervisors": [
+                            {"hypervisor_hostname": h} for h in HOSTS]})),
+                # exporter_url names compute1's.
+                "exporter": exporters["compute1"],
+                "host_exporters": exporters if urls else {}}.items():
+            monkeypatch.setattr(cls, attr, value, raising=False)
+        test = cls(name)
+        try:
+            getattr(test, name)()
+        finally:
+            test.doCleanups()
+        return cloud
+    return go
+
+
+def test_a_server_on_the_other_compute_is_read_there(applied,
+                                                     monkeypatch):
+    real = Servers.create_server
+
+    def on_compute2(self, *a, **kw):
+        self.cloud.booted = 1
+        return real(self, *a, **kw)
+    monkeypatch.setattr(Servers, "create_server", on_compute2)
+    cloud = applied("test_server_gets_the_ways_and_mb_its_flavor_asked_for")
+    assert cloud.boots == ["compute2"]
+    # Through exporter_url (compute1's) alone, it is not seen.
+    with pytest.raises(AssertionError, match="shows no group"):
+        applied("test_server_gets_the_ways_and_mb_its_flavor_asked_for",
+                urls=False)
+
+
+def test_class_members_on_two_computes_cost_one_clos_on_each(applied):
+    cloud = applied("test_a_class_costs_one_clos_however_many_members")
+    assert cloud.boots == ["compute1", "compute2"]
+
+
+def test_the_pmd_pair_is_kept_on_one_compute(applied, monkeypatch):
+    cloud = applied("test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways")
+    assert cloud.boots == ["compute1", "compute1"]
+    # Apart (the hint ignored), the check fails: the neighbour is not
+    # where the sharer is.
+    real = Servers.create_server
+    monkeypatch.setattr(Servers, "create_server", lambda self, *a, **kw: (
+        real(self, *a, **{k: v for k, v in kw.items()
+                          if k != "scheduler_hints"})))
+    with pytest.raises(AssertionError, match="has 0 groups"):
+        applied("test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways")
+
+
+def test_no_valid_host_is_checked_on_every_compute(applied):
+    cloud = applied(
+        "test_more_ways_than_the_host_has_gives_no_valid_host_and_why")
+    assert cloud.boots == [None]
