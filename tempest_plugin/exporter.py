@@ -190,7 +190,9 @@ def placement_problems(layout: dict, uuid: str, ways: int | None = None,
     ``pmd_share``: that group also shares a way with the PMD COS on
     each cache where the PMD COS holds ways beyond the host's.
     ``rdt_class`` (an ``rdt:class`` member): no group of its own, and
-    the class group is there, holding L3 ways and running tasks."""
+    the class group is there, holding L3 ways (a class group lives
+    while a member does on that host).  Its ``tasks`` count is not
+    read: the exporter counts only the tasks its PID namespace sees."""
     if not layout.get("available", True):
         return [f"the exporter of {layout.get('host')} has no RDT to "
                 f"show: {layout.get('error')}"]
@@ -212,10 +214,6 @@ def placement_problems(layout: dict, uuid: str, ways: int | None = None,
             if not sets.get(g["group"]):
                 problems.append(f"the class group {g['group']} on {host} "
                                 f"holds no L3 ways")
-            if not g.get("tasks"):
-                problems.append(f"the class group {g['group']} on {host} "
-                                f"runs no task (its members' vCPUs join "
-                                f"it)")
         return problems
     ctrl = [g for g in own if g["kind"] == "instance"
             and g["group"] in sets]

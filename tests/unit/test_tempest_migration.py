@@ -121,7 +121,9 @@ def test_a_class_member_in_its_class_group_has_no_problem():
      "class member " + UUID + " has groups of its own on compute2"),
     ((), {"rdt_class": "low_priority"},
      "compute2 has 0 groups of class low_priority"),
-    ((klass(tasks=0),), {"rdt_class": "low_priority"}, "runs no task"),
+    ((_group("nova-rdt-class-low_priority", "class", {0: set(), 1: set()},
+             rdt_class="low_priority"),),
+     {"rdt_class": "low_priority"}, "holds no L3 ways"),
     ((klass(name="bulk"),), {"rdt_class": "low_priority"},
      "0 groups of class low_priority"),
 ])

@@ -13,7 +13,7 @@ member (``rdt:class``, where ``[nova_rdt] noisy_class`` names one):
 After each move the server's end holds it as its flavor says (its own
 group with exactly its flavor's ways on every cache it holds any on,
 sharing the PMD COS's ways for a sharer; for a class member no group of
-its own and the class group there, running tasks), and the other end
+its own and the class group there, holding ways), and the other end
 holds nothing of it: no group the exporter names as its, no group of
 the names it had there, no way of those.
 
