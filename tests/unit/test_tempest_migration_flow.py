@@ -147,7 +147,10 @@ class Servers:
 
     def live_migrate_server(self, uuid, **kw):
         self.cloud.calls.append(("live", kw))
-        self._move(uuid, kw["host"], "ACTIVE")
+        # No host: the scheduler's choice, another compute.
+        host = kw["host"] or next(
+            h for h in HOSTS if h != self.cloud.servers[uuid]["host"])
+        self._move(uuid, host, "ACTIVE")
 
     def migrate_server(self, uuid, **kw):
         self.cloud.calls.append(("cold", kw))
@@ -222,7 +225,7 @@ def run(monkeypatch):
         test = cls("run")
         try:
             if cls is mod.RdtLiveMigrationTest:
-                test._live_migrate(what)
+                test._live_migrate(what, **kw)
             else:
                 test._cold_migrate(what, **kw)
         finally:
@@ -241,6 +244,18 @@ def test_live_migration_of_each_kind_passes_on_a_right_cloud(run, what):
                                      "block_migration": "auto"})]
     # Clean-up deleted the server and its flavor.
     assert not cloud.servers and not cloud.flavors
+
+
+def test_live_migration_the_scheduler_places_names_no_host(run):
+    cloud = run(mod.RdtLiveMigrationTest, "ways", named=False)
+    assert cloud.calls == [("live", {"host": None,
+                                     "block_migration": "auto"})]
+
+
+def test_live_migration_the_scheduler_places_that_stays_fails(run):
+    with pytest.raises(AssertionError, match="is on compute1, not "
+                                             "compute2"):
+        run(mod.RdtLiveMigrationTest, "ways", bugs=["stays"], named=False)
 
 
 @pytest.mark.parametrize("what", KINDS)

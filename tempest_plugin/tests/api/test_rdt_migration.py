@@ -6,7 +6,9 @@ For a server with ways of its own (``rdt:l3_cache_ways``), a PMD sharer
 (``rdt:pmd_share=true``, where the computes keep a PMD COS) and a class
 member (``rdt:class``, where ``[nova_rdt] noisy_class`` names one):
 
-* live migration to the other compute (named, scheduler-checked);
+* live migration to the other compute (named, scheduler-checked), and,
+  for the first kind, to no named host (the scheduler's choice of
+  another compute);
 * cold migration to the other compute, confirmed;
 * cold migration to the other compute, reverted.
 
@@ -161,12 +163,18 @@ class _RdtMigrationBase(servers.RdtServersMixin,
 class RdtLiveMigrationTest(_RdtMigrationBase):
     move = "live"
 
-    def _live_migrate(self, what):
+    def _live_migrate(self, what, named=True):
+        """``named``: to the other compute by name; else where the
+        scheduler puts it (any compute but its own)."""
         server, check, src, dst, groups = self.start(what)
         self.admin_servers_client.live_migrate_server(
-            server, host=dst, block_migration="auto")
+            server, host=dst if named else None, block_migration="auto")
         waiters.wait_for_server_status(self.admin_servers_client, server,
                                        "ACTIVE")
+        if not named:
+            now = self.get_host_for_server(server)
+            if now != src and now in self.exporters:
+                dst = now
         self.assert_on(server, dst)
         self.holds(dst, server, check)
         self.clean(src, server, groups)
@@ -175,6 +183,11 @@ class RdtLiveMigrationTest(_RdtMigrationBase):
     @decorators.idempotent_id("fae0fae1-e118-45d3-a1ba-d48b86faaea7")
     def test_live_migration_moves_the_ways_and_leaves_nothing(self):
         self._live_migrate("ways")
+
+    @decorators.attr(type="multinode")
+    @decorators.idempotent_id("fff97e51-b7b1-4377-b84f-091a546e6752")
+    def test_live_migration_the_scheduler_places(self):
+        self._live_migrate("ways", named=False)
 
     @decorators.attr(type="multinode")
     @decorators.idempotent_id("6061924d-b9b9-43ea-921f-57dd08716360")
