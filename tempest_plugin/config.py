@@ -17,6 +17,16 @@ RdtGroup = [
                     "http://compute1:9787): the isolation tests read "
                     "/api/layout and /metrics there, as whitebox checks "
                     "with no SSH.  Unset: they skip."),
+    cfg.DictOpt("exporter_urls", default={},
+                help="The nova-rdt exporter of each compute, as "
+                     "HOST:URL pairs separated by commas (such as "
+                     "compute1:http://192.0.2.11:9787,"
+                     "compute2:http://192.0.2.12:9787); HOST is Nova's "
+                     "name of the compute (its service's host, the "
+                     "servers' OS-EXT-SRV-ATTR:host).  A pair splits at "
+                     "its first colon, so the URL keeps its own.  The "
+                     "migration tests read both ends of every move "
+                     "there; they skip when an up compute has none."),
     cfg.StrOpt("generator", default="none",
                choices=["none", "software", "ixnetwork"],
                help="Traffic generator for the RFC 2544 scenario; 'none' "

@@ -162,3 +162,117 @@ def pmd_sharing_problems(layout: dict, sharer: str, sharer_ways: int,
         problems.append(f"(sharer {_show(fways)}; PMD {_show(pmd)}; "
                         f"neighbour {_show(nways)})")
     return problems
+
+
+# -- Moves between computes: both ends, each from its own /api/layout. --
+
+def instance_groups(layout: dict, uuid: str) -> list[str]:
+    """The groups of the instance ``uuid`` (control or monitor), by the
+    owner the exporter resolved from the hook's records."""
+    return sorted(g["group"] for g in layout.get("groups", [])
+                  if g.get("instance_uuid") == uuid)
+
+
+def _class_groups(layout: dict, rdt_class: str) -> list[dict]:
+    return [g for g in layout.get("groups", []) if g["kind"] == "class"
+            and g["group"].endswith("class-" + rdt_class)]
+
+
+def placement_problems(layout: dict, uuid: str, ways: int | None = None,
+                       rdt_class: str | None = None,
+                       pmd_share: bool = False) -> list[str]:
+    """What is wrong with the instance ``uuid`` on the host whose
+    ``/api/layout`` is ``layout``.  Empty: all holds.
+
+    ``ways`` (an ``rdt:l3_cache_ways`` flavor): exactly one group of its
+    own, of kind instance, holding exactly ``ways`` ways on every L3
+    cache (or CDP code/data cache) it holds any on, and holding some.
+    ``pmd_share``: that group also shares a way with the PMD COS on
+    each cache where the PMD COS holds ways beyond the host's.
+    ``rdt_class`` (an ``rdt:class`` member): no group of its own, and
+    the class group is there, holding L3 ways (a class group lives
+    while a member does on that host).  Its ``tasks`` count is not
+    read: the exporter counts only the tasks its PID namespace sees."""
+    if not layout.get("available", True):
+        return [f"the exporter of {layout.get('host')} has no RDT to "
+                f"show: {layout.get('error')}"]
+    sets = way_sets(layout)
+    own = [g for g in layout.get("groups", [])
+           if g.get("instance_uuid") == uuid]
+    host = layout.get("host")
+    problems = []
+    if rdt_class is not None:
+        if own:
+            problems.append(f"class member {uuid} has groups of its own on "
+                            f"{host}: {sorted(g['group'] for g in own)}")
+        groups = _class_groups(layout, rdt_class)
+        if len(groups) != 1:
+            problems.append(f"{host} has {len(groups)} groups of class "
+                            f"{rdt_class}: "
+                            f"{[g['group'] for g in groups]}")
+        for g in groups:
+            if not sets.get(g["group"]):
+                problems.append(f"the class group {g['group']} on {host} "
+                                f"holds no L3 ways")
+        return problems
+    ctrl = [g for g in own if g["kind"] == "instance"
+            and g["group"] in sets]
+    if len(own) != 1 or len(ctrl) != 1:
+        problems.append(f"instance {uuid} has {len(own)} groups on {host}, "
+                        f"{len(ctrl)} of them holding ways; one of its "
+                        f"own was expected: "
+                        f"{sorted(g['group'] for g in own)}")
+        if len(ctrl) != 1:
+            return problems
+    group = ctrl[0]["group"]
+    held = sets.get(group, {})
+    for key, got in sorted(held.items()):
+        if ways is not None and len(got) != ways:
+            problems.append(f"{group} holds {len(got)} ways on {key} of "
+                            f"{host}, not its flavor's {ways}: "
+                            f"{sorted(got)}")
+    if pmd_share:
+        def of_kind(kind):
+            out: dict[str, set[int]] = {}
+            for g in layout.get("groups", []):
+                if g["kind"] == kind:
+                    for key, w in sets.get(g["group"], {}).items():
+                        out.setdefault(key, set()).update(w)
+            return out
+        base = of_kind("host")
+        pmd = {k: w - base.get(k, set()) for k, w in of_kind("pmd").items()}
+        pmd = {k: w for k, w in pmd.items() if w}
+        if not pmd:
+            problems.append(f"the PMD COS on {host} holds no ways beyond "
+                            f"the host's on any cache")
+        for key, w in sorted(pmd.items()):
+            if not w & held.get(key, set()):
+                problems.append(f"{group} shares no way with the PMD COS "
+                                f"on {key} of {host} (PMD {sorted(w)}, "
+                                f"{sorted(held.get(key, ()))})")
+    if problems:
+        problems.append(f"({group} on {host}: {_show(held)})")
+    return problems
+
+
+def leftover_problems(layout: dict, uuid: str,
+                      groups: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """What of the instance ``uuid`` is still on the host whose
+    ``/api/layout`` is ``layout``, after it left: a group the exporter
+    names as its own, or one of ``groups`` (the names its groups had
+    there before it left: a group whose record is gone shows as
+    foreign, not as the instance's), or a way any of those hold.
+    Empty: nothing is left."""
+    host = layout.get("host")
+    names = set(groups)
+    problems = []
+    for g in layout.get("groups", []):
+        if g.get("instance_uuid") == uuid or g["group"] in names:
+            problems.append(f"{host} still has group {g['group']} (kind "
+                            f"{g['kind']}) of instance {uuid}")
+            names.add(g["group"])
+    for group, held in sorted(way_sets(layout).items()):
+        if group in names:
+            problems.append(f"{group} still holds ways on {host}: "
+                            f"{_show(held)}")
+    return problems

@@ -28,8 +28,10 @@ auth_version = v3
 [compute]
 image_ref = 00000000-0000-0000-0000-000000000000
 flavor_ref = 1
+{compute}
 [nova_rdt]
 {rdt}
+{extra}
 """
 
 
@@ -50,9 +52,11 @@ def init(home):
     return home / "ws"
 
 
-def configure(ws, rdt: str = "") -> None:
-    """The workspace's tempest.conf, with ``rdt`` as [nova_rdt]."""
-    (ws / "etc" / "tempest.conf").write_text(CONF.format(ws=ws, rdt=rdt))
+def configure(ws, rdt: str = "", compute: str = "", extra: str = "") -> None:
+    """The workspace's tempest.conf, with ``rdt`` as [nova_rdt],
+    ``compute`` added to [compute] and ``extra`` (whole sections) last."""
+    (ws / "etc" / "tempest.conf").write_text(CONF.format(
+        ws=ws, rdt=rdt, compute=compute, extra=extra))
 
 
 def run(ws, *args):

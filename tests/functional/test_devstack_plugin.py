@@ -365,3 +365,28 @@ def test_systemd_accepts_the_units(tmp_path):
     res = subprocess.run(["systemd-analyze", "verify", "--man=no", *paths],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_test_config_writes_every_computes_exporter_for_the_moves(env):
+    # Unset: the option keeps Tempest's default (not written).
+    _phase(env, "stack", "test-config")
+    assert "exporter_urls" not in open(env["TEMPEST_CONFIG"]).read()
+    urls = ("compute1:http://192.0.2.11:9787,"
+            "compute2:http://[2001:db8::2]:19787/")
+    _phase({**env, "NOVA_RDT_TEMPEST_EXPORTER_URLS": urls},
+           "stack", "test-config")
+    assert _lines(env["TEMPEST_CONFIG"], "exporter_urls=") == [
+        f"exporter_urls = {urls}"]
+    # As the plugin's own option reads it: host -> URL, ports kept.
+    from oslo_config import cfg
+
+    from tempest_plugin import config as rdt_config
+    conf = cfg.ConfigOpts()
+    conf.register_opts(rdt_config.RdtGroup, rdt_config.rdt_group)
+    conf(args=[], default_config_files=[env["TEMPEST_CONFIG"]])
+    assert conf.nova_rdt.exporter_urls == {
+        "compute1": "http://192.0.2.11:9787",
+        "compute2": "http://[2001:db8::2]:19787/"}
+    # The existing variables are written as before.
+    assert conf.nova_rdt.generator == "none"
+    assert conf.nova_rdt.noisy_class == "low_priority"

@@ -26,7 +26,13 @@ def test_the_plugins_tests_load(workspace):
     assert res.returncode == 0, out
     listed = [line for line in res.stdout.splitlines()
               if line.startswith("tempest_plugin.")]
-    assert len(listed) == 7, res.stdout
+    assert len(listed) == 17, res.stdout
+    # The moves: live (3 kinds of server, and the scheduler's choice),
+    # cold confirmed and reverted (3 each), tagged multinode.
+    moves = [t for t in listed if ".test_rdt_migration." in t]
+    assert len(moves) == 10 and all("multinode" in t for t in moves), moves
+    assert sum("RdtLiveMigrationTest." in t for t in moves) == 4
+    assert sum("_reverted_" in t for t in moves) == 3
     assert any("test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways"
                in t for t in listed)
     assert any("test_forwarding_latency_holds_with_a_busy_neighbour" in t

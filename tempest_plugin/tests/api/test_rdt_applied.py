@@ -1,6 +1,8 @@
 """Isolation as applied, whitebox, with no SSH: servers booted through
 the compute API, then what the RDT compute's resctrl holds, read through
-its nova-rdt exporter (``[nova_rdt] exporter_url``).
+its nova-rdt exporter (``[nova_rdt] exporter_url``; on a cloud of several
+computes, ``exporter_urls`` names each one's, and each server is read
+where it runs).
 
 * an ``rdt:`` flavor's server gets the ways and the MB its flavor asked
   for, on every cache its group holds;
@@ -22,11 +24,12 @@ from tempest.lib import decorators
 from tempest.lib.common.utils import data_utils
 
 from tempest_plugin import exporter as exporter_mod
+from tempest_plugin import servers
 
 CONF = config.CONF
 
 
-class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
+class _RdtAppliedBase(servers.RdtServersMixin, base.BaseV2ComputeAdminTest):
     # networks "none" arrived in 2.37.
     min_microversion = "2.37"
 
@@ -38,7 +41,7 @@ class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
             raise cls.skipException(
                 "no RDT-capable compute configured ([nova_rdt] "
                 "rdt_compute = False)")
-        if not opts.exporter_url:
+        if not opts.exporter_url and not opts.exporter_urls:
             raise cls.skipException(
                 "[nova_rdt] exporter_url is not set: these checks read the "
                 "RDT compute's nova-rdt exporter")
@@ -46,30 +49,32 @@ class _RdtAppliedBase(base.BaseV2ComputeAdminTest):
     @classmethod
     def setup_clients(cls):
         super().setup_clients()
-        cls.exporter = exporter_mod.Exporter(CONF.nova_rdt.exporter_url)
+        opts = CONF.nova_rdt
+        cls.host_exporters = {
+            host: exporter_mod.Exporter(url)
+            for host, url in sorted((opts.exporter_urls or {}).items())}
+        cls.exporter = (exporter_mod.Exporter(opts.exporter_url)
+                        if opts.exporter_url
+                        else next(iter(cls.host_exporters.values())))
 
-    def flavor(self, specs, vcpus=1, ram=128):
-        flavor = self.admin_flavors_client.create_flavor(
-            name=data_utils.rand_name("rdt"), ram=ram, vcpus=vcpus,
-            disk=1)["flavor"]
-        self.addCleanup(self.admin_flavors_client.delete_flavor,
-                        flavor["id"])
-        self.admin_flavors_client.set_flavor_extra_spec(flavor["id"],
-                                                        **specs)
-        return flavor["id"]
+    def exporter_of(self, server):
+        """The exporter of the compute ``server`` runs on: with
+        ``exporter_urls`` set, its host's there; else ``exporter_url``."""
+        if not self.host_exporters:
+            return self.exporter
+        host = self.get_host_for_server(server)
+        if host not in self.host_exporters:
+            self.fail(f"server {server} is on {host}, which has no "
+                      f"exporter in [nova_rdt] exporter_urls "
+                      f"({sorted(self.host_exporters)})")
+        return self.host_exporters[host]
 
-    def boot(self, flavor_id, wait_until="ACTIVE"):
-        """A server with no NIC; deleted (and waited for) at clean-up."""
-        body = self.admin_servers_client.create_server(
-            name=data_utils.rand_name("rdt"), flavorRef=flavor_id,
-            imageRef=CONF.compute.image_ref, networks="none")["server"]
-        self.addCleanup(waiters.wait_for_server_termination,
-                        self.admin_servers_client, body["id"])
-        self.addCleanup(self.admin_servers_client.delete_server, body["id"])
-        if wait_until:
-            waiters.wait_for_server_status(self.admin_servers_client,
-                                           body["id"], wait_until)
-        return body["id"]
+    def every_exporter(self):
+        """Each configured exporter once (by URL)."""
+        seen = {}
+        for e in [self.exporter, *self.host_exporters.values()]:
+            seen.setdefault(e.url, e)
+        return list(seen.values())
 
 
 class RdtAppliedTest(_RdtAppliedBase):
@@ -81,14 +86,14 @@ class RdtAppliedTest(_RdtAppliedBase):
         if mba:
             specs["rdt:mb_percent"] = "50"
         server = self.boot(self.flavor(specs))
-        ways = self.exporter.wait_for(
-            "the server's group", lambda: self.exporter.instance_ways(
-                server))
+        exporter = self.exporter_of(server)
+        ways = exporter.wait_for(
+            "the server's group", lambda: exporter.instance_ways(server))
         self.assertNotEqual({}, ways, "the exporter shows no group for "
                             f"server {server}")
         self.assertEqual({cid: 2 for cid in ways}, ways)
         if mba:
-            mb = self.exporter.instance_mb(server)
+            mb = exporter.instance_mb(server)
             self.assertNotEqual({}, mb)
             self.assertEqual({node: 0.5 for node in mb}, mb)
 
@@ -100,41 +105,67 @@ class RdtAppliedTest(_RdtAppliedBase):
                 "no class to join ([nova_rdt] noisy_class is not set; it "
                 "must name one of the computes' [rdt] classes)")
         fid = self.flavor({"rdt:class": name})
-        before = self.exporter.clos_used()
+        before = {e.url: e.clos_used() for e in self.every_exporter()}
         first = self.boot(fid)
-        one = self.exporter.clos_used()
+        at_first = self.exporter_of(first)
+        one = at_first.clos_used()
         second = self.boot(fid)
-        two = self.exporter.clos_used()
-        self.assertLessEqual(one - before, 1,
+        at_second = self.exporter_of(second)
+        two = at_second.clos_used()
+        self.assertLessEqual(one - before[at_first.url], 1,
                              f"the first member of {name} cost "
-                             f"{one - before} CLOS")
-        self.assertEqual(one, two, f"a second member of {name} cost "
-                         f"{two - one} more CLOS")
+                             f"{one - before[at_first.url]} CLOS")
+        if at_second.url == at_first.url:
+            self.assertEqual(one, two, f"a second member of {name} cost "
+                             f"{two - one} more CLOS")
+        else:
+            # On another compute: the first member there.
+            self.assertLessEqual(two - before[at_second.url], 1,
+                                 f"the first member of {name} on "
+                                 f"{at_second.url} cost "
+                                 f"{two - before[at_second.url]} CLOS")
         # Members have no ways of their own: they are in the class group.
-        self.assertEqual({}, self.exporter.instance_ways(first))
-        self.assertEqual({}, self.exporter.instance_ways(second))
+        self.assertEqual({}, at_first.instance_ways(first))
+        self.assertEqual({}, at_second.instance_ways(second))
 
     @decorators.idempotent_id("bf48a43c-8b3a-478e-b055-294cf5fce1ad")
     def test_a_pmd_sharer_and_its_neighbour_hold_their_own_ways(self):
-        layout = self.exporter.layout()
-        if not any(g["kind"] == "pmd" for g in layout.get("groups", [])):
+        exporters = self.every_exporter()
+        no_pmd = [e.url for e in exporters
+                  if not any(g["kind"] == "pmd"
+                             for g in e.layout().get("groups", []))]
+        if no_pmd:
             raise self.skipException(
-                "the RDT compute keeps no PMD COS (no group of kind pmd in "
-                "its exporter's /api/layout: [rdt] pmd_cos = False, or no "
-                "OVS-DPDK PMD threads)")
+                ("the RDT compute keeps" if len(exporters) == 1 else
+                 f"the RDT compute at {', '.join(no_pmd)} keeps") +
+                " no PMD COS (no group of kind pmd in its exporter's "
+                "/api/layout: [rdt] pmd_cos = False, or no OVS-DPDK PMD "
+                "threads)")
+        hints = {}
+        if len(exporters) > 1:
+            # Several computes: the pair on one, as the scenario has it.
+            group = self.os_admin.server_groups_client.create_server_group(
+                name=data_utils.rand_name("rdt"),
+                policies=["affinity"])["server_group"]
+            self.addCleanup(
+                self.os_admin.server_groups_client.delete_server_group,
+                group["id"])
+            hints["scheduler_hints"] = {"group": group["id"]}
         ways = CONF.nova_rdt.forwarding_l3_ways
         sharer = self.boot(self.flavor({"rdt:l3_cache_ways": str(ways),
-                                        "rdt:pmd_share": "true"}))
+                                        "rdt:pmd_share": "true"}), **hints)
         neighbour = self.boot(self.flavor(
-            {"rdt:l3_cache_ways": str(CONF.nova_rdt.noisy_l3_ways)}))
+            {"rdt:l3_cache_ways": str(CONF.nova_rdt.noisy_l3_ways)}),
+            **hints)
+        exporter = self.exporter_of(sharer)
         last = {}
 
         def settled():
             # The hook derives the PMD COS again as a sharer starts.
             last["problems"] = exporter_mod.pmd_sharing_problems(
-                self.exporter.layout(), sharer, ways, neighbour)
+                exporter.layout(), sharer, ways, neighbour)
             return not last["problems"]
-        self.exporter.wait_for("the pair's groups", settled)
+        exporter.wait_for("the pair's groups", settled)
         self.assertEqual([], last["problems"])
 
 
@@ -143,8 +174,10 @@ class RdtAppliedNegativeTest(_RdtAppliedBase):
     @decorators.attr(type=["negative"])
     @decorators.idempotent_id("c966a90c-70bc-4df3-bd91-0fa7a641700e")
     def test_more_ways_than_the_host_has_gives_no_valid_host_and_why(self):
-        ways = self.exporter.total_ways()
-        clos = self.exporter.clos_used()
+        exporters = self.every_exporter()
+        # More than any compute has.
+        ways = max(e.total_ways() for e in exporters)
+        clos = {e.url: e.clos_used() for e in exporters}
         fid = self.flavor({"rdt:l3_cache_ways": str(ways)})
         server = self.boot(fid, wait_until=None)
         waiters.wait_for_server_status(self.admin_servers_client, server,
@@ -165,5 +198,6 @@ class RdtAppliedNegativeTest(_RdtAppliedBase):
                 re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])",
                           message),
                 f"the fault names host {name!r}: {message!r}")
-        self.assertEqual({}, self.exporter.instance_ways(server))
-        self.assertEqual(clos, self.exporter.clos_used())
+        for e in exporters:
+            self.assertEqual({}, e.instance_ways(server), e.url)
+        self.assertEqual(clos, {e.url: e.clos_used() for e in exporters})
