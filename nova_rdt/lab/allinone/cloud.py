@@ -716,6 +716,9 @@ class AllInOne:
             "NOVA_RDT_TEMPEST_DISK_GB": "1",
             "NOVA_RDT_TEMPEST_RDT": "emulated" if self.lab.emulated
             else "real",
+            # Each compute's exporter, for the whitebox checks of moves.
+            "NOVA_RDT_TEMPEST_EXPORTER_URLS": ",".join(
+                f"{host}:{url}" for host, url in self.exporters.items()),
             # The guest cannot tell: TCG under a kvm domain prints no
             # "Hypervisor detected".
             "NOVA_RDT_TEMPEST_ACCEL": "tcg" if (
