@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import re
+import threading
 import time
 
 from nova_rdt.lab.allinone import hostview
@@ -74,6 +75,8 @@ class Moves:
         self.hosts = list(self.sides)
         self.results: list[Result] = []
         self.race: dict = {}
+        self._lock = threading.Lock()
+        self._conn = None
         #: host -> its PMD COS with no instance of ours on it.
         self.pmd_idle: dict[str, dict[int, int]] = {}
 
@@ -83,7 +86,18 @@ class Moves:
         return next(h for h in self.hosts if h != host)
 
     def show(self, name: str) -> dict:
-        return self.sh.json(f"openstack server show {name}")
+        """The server as ``openstack server show -f json`` prints it (the
+        fields read here), through the SDK: polling with the CLI would
+        cost a Python start-up a second on a two-core machine."""
+        with self._lock:
+            if self._conn is None:
+                self._conn = self.cloud.conn()
+            srv = self._conn.compute.find_server(name, ignore_missing=False)
+        return {"id": srv.id, "name": srv.name, "status": srv.status,
+                "OS-EXT-SRV-ATTR:host": srv.compute_host,
+                "OS-EXT-SRV-ATTR:instance_name": srv.instance_name,
+                "OS-EXT-STS:task_state": srv.task_state,
+                "fault": srv.fault}
 
     def where(self, inst: Instance) -> str:
         return self.show(inst.name)["OS-EXT-SRV-ATTR:host"]
@@ -91,12 +105,20 @@ class Moves:
     def seen(self, host: str, inst: Instance) -> hostview.Seen:
         return hostview.observe(self.sides[host], inst.domain, inst.uuid)
 
+    def _pmd_before(self, host: str, inst: Instance):
+        """The PMD COS ``host`` must be back to once ``inst`` left: its
+        idle one when ``inst`` was its only sharer (the class member
+        travels beside the sharer and never moves the PMD COS: not
+        judged for it)."""
+        return self.pmd_idle.get(host) if inst.pmd_share else None
+
     def wait_status(self, name: str, want: set[str],
                     timeout: float = WAIT) -> dict:
         deadline = time.monotonic() + timeout
         while True:
             s = self.show(name)
-            if s["status"] in want or s["status"] == "ERROR":
+            if (s["status"] in want and not s["OS-EXT-STS:task_state"]
+                    or s["status"] == "ERROR"):
                 return s
             if time.monotonic() > deadline:
                 return s
@@ -128,7 +150,7 @@ class Moves:
                                        inst.rdt_class, inst.pmd_share)
         if src != dst and clean_source:
             detail += hostview.judge_clean(self.seen(src, inst), inst.domain,
-                                           self.pmd_idle.get(src))
+                                           self._pmd_before(src, inst))
         masks = ""
         group = held.group_of_vcpus()
         if group and group in held.groups:
@@ -172,10 +194,10 @@ class Moves:
         problem = self._cmd(
             f"openstack --os-compute-api-version 2.74 server create "
             f"--flavor {inst.flavor} --image {cloud_mod.IMAGE} --nic none "
-            f"--host {host} --wait {inst.name}")
+            f"--host {host} {inst.name}")
         if problem:
             return problem
-        s = self.show(inst.name)
+        s = self.wait_status(inst.name, {"ACTIVE"})
         inst.uuid = s["id"]
         inst.domain = s["OS-EXT-SRV-ATTR:instance_name"]
         return None
@@ -222,12 +244,12 @@ class Moves:
         self.check("live migration (--host)", inst, src, dst,
                    time.monotonic(), lambda: self._cmd(
                        f"openstack --os-compute-api-version 2.30 server "
-                       f"migrate --live-migration --host {dst} --wait "
+                       f"migrate --live-migration --host {dst} "
                        f"{name}"))
         src, dst = dst, src
         self.check("live migration (scheduled)", inst, src, dst,
                    time.monotonic(), lambda: self._cmd(
-                       f"openstack server migrate --live-migration --wait "
+                       f"openstack server migrate --live-migration "
                        f"{name}"))
         src = self.where(inst)
         dst = self.other(src)
@@ -236,7 +258,7 @@ class Moves:
             def run():
                 problem = self._cmd(
                     f"openstack --os-compute-api-version 2.56 server "
-                    f"migrate --host {dst} --wait {name}")
+                    f"migrate --host {dst} {name}")
                 if problem:
                     return problem
                 s = self.wait_status(name, {"VERIFY_RESIZE"})
@@ -254,15 +276,8 @@ class Moves:
             big = dataclasses.replace(inst, flavor="mv.sharer.big",
                                       ways=SHARER_WAYS + 1)
             src = self.where(inst)
-
-            def resize():
-                problem = self._cmd(f"openstack server resize --flavor "
-                                    f"{big.flavor} --wait {name}")
-                if problem:
-                    return problem
-                return self._cmd(f"openstack server resize confirm {name}")
             t0 = time.monotonic()
-            resize_problem = resize()
+            resize_problem = self._resize(name, big.flavor)
             dst = self.where(inst)
             self.check("resize to more ways", big, src, dst, t0,
                        lambda: resize_problem)
@@ -271,18 +286,18 @@ class Moves:
         dst = self.other(src)
 
         def unshelve():
-            problem = self._cmd(f"openstack server shelve --wait {name}")
+            problem = self._cmd(f"openstack server shelve {name}")
             if problem:
                 return problem
             s = self.wait_status(name, {"SHELVED_OFFLOADED"})
             if s["status"] != "SHELVED_OFFLOADED":
                 return f"status {s['status']} after shelve"
             left = hostview.judge_clean(self.seen(src, inst), inst.domain,
-                                        self.pmd_idle.get(src))
+                                        self._pmd_before(src, inst))
             if left:
                 return "shelved, offloaded: " + "; ".join(left)
             return self._cmd(f"openstack --os-compute-api-version 2.91 "
-                             f"server unshelve --host {dst} --wait {name}")
+                             f"server unshelve --host {dst} {name}")
         self.check("shelve, unshelve (--host)", inst, src, dst,
                    time.monotonic(), unshelve)
 
@@ -321,7 +336,7 @@ class Moves:
                 if problem:
                     return f"the filler: {problem}"
             e = self.sh(f"openstack --os-compute-api-version 2.30 server "
-                        f"migrate --live-migration --host {dst} --wait "
+                        f"migrate --live-migration --host {dst} "
                         f"{inst.name}")
             if e.status == 0 and self.where(inst) == dst:
                 return "the full destination took it"
@@ -342,8 +357,9 @@ class Moves:
         for inst in insts[1:]:
             if self.where(inst) != src:
                 self._cmd(f"openstack --os-compute-api-version 2.30 server "
-                          f"migrate --live-migration --host {src} --wait "
+                          f"migrate --live-migration --host {src} "
                           f"{inst.name}")
+                self.wait_status(inst.name, {"ACTIVE"})
         dst = self.other(src)
         t0 = time.monotonic()
         self.cloud.stop_compute(src)
@@ -360,7 +376,7 @@ class Moves:
                 "evacuate (source forced down)", inst, src, dst, t0,
                 lambda i=inst: self._cmd(
                     f"openstack --os-compute-api-version 2.29 server "
-                    f"evacuate --host {dst} --wait {i.name}"),
+                    f"evacuate --host {dst} {i.name}"),
                 # The source is judged once it is back (below).
                 clean_source=False)
         t1 = time.monotonic()
@@ -383,14 +399,22 @@ class Moves:
                 return "; ".join(left) or None
             time.sleep(2)
 
+    def _resize(self, name: str, flavor: str) -> str | None:
+        problem = self._cmd(f"openstack server resize --flavor {flavor} "
+                            f"{name}")
+        if problem:
+            return problem
+        s = self.wait_status(name, {"VERIFY_RESIZE"})
+        if s["status"] != "VERIFY_RESIZE":
+            return f"status {s['status']} after resize"
+        return self._cmd(f"openstack server resize confirm {name}")
+
     def resize_plain(self, inst: Instance) -> None:
         src = self.where(inst)
         plain = dataclasses.replace(inst, flavor="mv.plain", ways=None,
                                     rdt_class=None, pmd_share=False)
         t0 = time.monotonic()
-        problem = self._cmd(f"openstack server resize --flavor mv.plain "
-                            f"--wait {inst.name}") or self._cmd(
-            f"openstack server resize confirm {inst.name}")
+        problem = self._resize(inst.name, "mv.plain")
         dst = self.where(inst)
         r = self.check("resize to a flavor with no rdt: keys", plain, src,
                        dst, t0, lambda: problem)
@@ -426,13 +450,13 @@ def run_race(cloud, shell, say) -> dict:
 
     def create(name):
         return shell(f"openstack server create --flavor mv.race --image "
-                     f"{cloud_mod.IMAGE} --nic none --wait {name}",
-                     timeout=WAIT)
+                     f"{cloud_mod.IMAGE} --nic none {name}", timeout=WAIT)
     with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
         list(pool.map(create, names))
+    # Settled: every server ACTIVE or ERROR, with no task running.
+    poll = Moves(cloud, shell, say)
+    servers = {name: poll.wait_status(name, {"ACTIVE"}) for name in names}
     settle = time.monotonic() - t0
-    servers = {name: shell.json(f"openstack server show {name}")
-               for name in names}
     active = [s for s in servers.values() if s["status"] == "ACTIVE"]
     # Refused by the scheduler, or by every compute's claim in turn
     # (Nova's MaxRetriesExceeded, a NoValidHost: the schedulers' views
@@ -475,7 +499,7 @@ def run_race(cloud, shell, say) -> dict:
                     overlaps.append(f"{a} and {b} share ways on {host}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda name: shell(
-            f"openstack server delete --wait {name}"), names))
+            f"openstack server delete {name}"), names))
     result = {
         "n": n, "fit": fit, "ways": RACE_WAYS,
         "scheduler_workers": 2,

@@ -86,7 +86,7 @@ class Subnode:
             profile=cloud.profile.name, resctrl="emulated",
             kernel=cloud.lab.kernel, hook=None, ovs=False,
             failure_log_dir=cloud.lab.failure_log_dir,
-            libvirt_cache_dir=cloud.libvirt_cache_dir, log=cloud.say,
+            libvirt_cache_dir=cloud.libvirt_cache_dir, log=self._say,
             hostname=self.name)
         base = self.lab.base
         self.etc = os.path.join(base, "etc")
@@ -111,6 +111,11 @@ class Subnode:
             cloud.pythonpath)
         self.plugin = None
         self.plugin_processes: dict[str, str] = {}
+
+    def _say(self, msg: str) -> None:
+        # What this machine forces is said once, for the first compute.
+        if not msg.startswith("this machine forces"):
+            self.cloud.say(f"{self.name}: {msg}")
 
     def start_host(self) -> None:
         self.lab.start_resctrl()
