@@ -15,8 +15,9 @@ PMD = "nova-rdt-pmd"
 CLASS = "nova-rdt-class-low_priority"
 
 
-def seen(groups, tids=frozenset({101}), domain=True, record=True):
-    return hv.Seen("c1", domain, frozenset(tids), groups, record)
+def seen(groups, tids=frozenset({101}), domain=True, record=True,
+         cachetune=True):
+    return hv.Seen("c1", domain, frozenset(tids), groups, record, cachetune)
 
 
 def g(l3, tasks=()):
@@ -46,6 +47,11 @@ def test_a_sharer_holding_its_ways_inside_the_pmd_cos_holds():
 def test_a_sharer_that_does_not_hold_is_told_why(groups, words):
     problems = hv.judge_holds(seen(groups), DOM, 2, pmd_share=True)
     assert problems and words in " ".join(problems)
+
+
+def test_a_domain_without_cachetune_does_not_hold():
+    s = seen({LIBVIRT_GROUP: g({0: 0xc}, {101})}, cachetune=False)
+    assert "no <cachetune>" in hv.judge_holds(s, DOM, 2)[0]
 
 
 def test_no_domain_no_threads_or_no_record_is_told():

@@ -35,6 +35,8 @@ class Seen:
     vcpu_tids: frozenset[int]
     groups: dict[str, Group]
     record: bool
+    #: The running domain's XML (libvirt's) has a ``<cachetune>``.
+    cachetune: bool = False
 
     def group_of_vcpus(self) -> str | None:
         """The group whose tasks hold every vCPU thread (None: none)."""
@@ -103,13 +105,17 @@ def observe(side: Side, domain: str, uuid: str) -> Seen:
                           domain], capture_output=True, text=True,
                          timeout=60)
     running = res.returncode == 0 and "running" in res.stdout
+    xml = subprocess.run(["virsh", "-q", "-c", side.libvirt_uri, "dumpxml",
+                          domain], capture_output=True, text=True,
+                         timeout=60).stdout if running else ""
     return Seen(
         host=side.host, domain=running,
         vcpu_tids=vcpu_threads(side.qemu_run_dir, domain) if running
         else frozenset(),
         groups=read_groups(side.resctrl_root),
         record=os.path.exists(os.path.join(side.state_path, "domains",
-                                           f"{uuid}.json")))
+                                           f"{uuid}.json")),
+        cachetune="<cachetune" in xml)
 
 
 def pmd_mask(seen: Seen, prefix: str = naming.DEFAULT_PREFIX
@@ -137,6 +143,9 @@ def judge_holds(seen: Seen, domain: str, ways: int | None,
             bad.append(f"vCPUs in {group or 'no one group'}, not class "
                        f"group {want}")
     elif ways:
+        if not seen.cachetune:
+            bad.append(f"libvirt's XML of {domain} on {seen.host} has no "
+                       f"<cachetune>")
         if group is None or not naming.is_libvirt_group_of(group, domain):
             bad.append(f"vCPUs in {group or 'no one group'}, not a group "
                        f"libvirt made for {domain}")

@@ -158,6 +158,13 @@ def serve_json(cloud, path: str, workspace: str | None) -> str:
         "clouds_yaml": os.path.join(os.path.dirname(path), "clouds.yaml"),
         "clouds": [ADMIN_CLOUD, MEMBER_CLOUD],
         "hypervisor": cloud.hypervisor,
+        # Each compute: where its resctrl, libvirtd, nova-rdt state and
+        # exporter are (one with --computes 1).
+        "computes": [{"host": side.host, "libvirt_uri": side.libvirt_uri,
+                      "resctrl_root": side.resctrl_root,
+                      "state_path": side.state_path,
+                      "exporter": cloud.exporters.get(side.host)}
+                     for side in cloud.sides()],
         "dataplane": dataplane_doc(cloud),
         "virt_type": cloud.machine.virt_type,
         "virt_type_reason": cloud.machine.reason,
