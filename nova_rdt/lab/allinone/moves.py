@@ -45,10 +45,13 @@ class Result:
     seconds: float
     masks: str = ""
     detail: str = ""
+    #: How the hosts column reads, when not "src -> dst".
+    hosts: str = ""
 
     def row(self) -> list[str]:
         mark = {True: "ok", False: "FAIL", None: "skip"}[self.ok]
-        return [self.move, self.kind, mark, f"{self.src} -> {self.dst}",
+        return [self.move, self.kind, mark,
+                self.hosts or f"{self.src} -> {self.dst}",
                 self.masks or "-", "yes" if self.ok else
                 ("-" if self.ok is None else "see detail"),
                 f"{self.seconds:.1f}", self.detail]
@@ -126,7 +129,7 @@ class Moves:
 
     def check(self, move: str, inst: Instance, src: str, dst: str,
               t0: float, run, settled: set[str] = frozenset({"ACTIVE"}),
-              clean_source: bool = True) -> Result:
+              clean_source: bool = True, hosts: str = "") -> Result:
         """Run ``run()`` (the commands of one move), then judge both
         computes: ``dst`` holds the instance, ``src`` (when another) has
         nothing of it."""
@@ -157,10 +160,10 @@ class Moves:
             masks = ";".join(f"{c}={m:x}" for c, m in
                              sorted(held.groups[group].l3.items()))
         r = Result(move, inst.kind, not detail, src, dst, seconds, masks,
-                   "; ".join(detail))
+                   "; ".join(detail), hosts)
         self.results.append(r)
         self.say(f"  {'ok  ' if r.ok else 'FAIL'} {move} ({inst.kind}) "
-                 f"{src} -> {dst} in {seconds:.1f} s"
+                 f"{hosts or f'{src} -> {dst}'} in {seconds:.1f} s"
                  + (f": {r.detail}" if r.detail else f", masks {masks}"))
         return r
 
@@ -342,8 +345,10 @@ class Moves:
                 return "the full destination took it"
             return None
         try:
+            # Judged: it still holds its ways where it was, and the full
+            # destination has nothing of it.
             self.check("live migration refused (full destination)", inst,
-                       dst, src, t0, run)
+                       dst, src, t0, run, hosts=f"{src} -> {dst} refused")
         finally:
             if filler_ways > 0:
                 self.sh(f"openstack server delete --wait {filler.name}")
