@@ -808,14 +808,20 @@ class AllInOne:
                     if p.name == name and p.running())
         self.sup.stop(proc, timeout=20)
 
-    def start_compute(self, host: str) -> None:
-        """``host``'s nova-compute starts again; returns once Nova lists
-        its service up."""
+    def start_compute(self, host: str, wait: bool = True) -> None:
+        """``host``'s nova-compute starts again; with ``wait``, returns
+        once Nova lists its service up (a forced-down one never is)."""
         name = self._compute_name(host)
         ns = True if name == "nova-compute" else self.subnode.lab
         proc = self._spawn(name, ["nova-compute", "--config-file",
                                   nova_mod.NOVA_CPU_CONF], ns=ns)
         self._record(name, proc, host=host)
+        if wait:
+            self.wait_compute_up(host)
+
+    def wait_compute_up(self, host: str) -> None:
+        name = self._compute_name(host)
+        proc = next(p for p in reversed(self.procs) if p.name == name)
         conn = self.conn()
         try:
             deadline = time.monotonic() + COMPUTE_TIMEOUT

@@ -167,10 +167,20 @@ class Moves:
                  + (f": {r.detail}" if r.detail else f", masks {masks}"))
         return r
 
-    def _cmd(self, command: str, timeout: float = WAIT) -> str | None:
-        """A command that must succeed: None, or what it printed."""
-        e = self.sh(command, timeout=timeout)
-        return None if e.status == 0 else f"`{command}`: {e.printed[-400:]}"
+    def _cmd(self, command: str, timeout: float = WAIT,
+             retry_while: tuple[str, float] | None = None) -> str | None:
+        """A command that must succeed: None, or what it printed.
+        ``retry_while``: (words of a refusal, seconds): typed again every
+        two seconds while it is refused so."""
+        deadline = time.monotonic() + (retry_while[1] if retry_while else 0)
+        while True:
+            e = self.sh(command, timeout=timeout)
+            if e.status == 0:
+                return None
+            if (not retry_while or retry_while[0] not in e.printed
+                    or time.monotonic() > deadline):
+                return f"`{command}`: {e.printed[-400:]}"
+            time.sleep(2)
 
     # -- set-up ---------------------------------------------------------
 
@@ -274,7 +284,8 @@ class Moves:
         src, dst = dst, src
         # Reverted: back where it was, nothing on the other.
         self.check("cold migration, revert", inst, dst, src,
-                   time.monotonic(), cold("revert"))
+                   time.monotonic(), cold("revert"),
+                   hosts=f"{src} -> {dst}, reverted")
         if inst.kind == "sharer":
             big = dataclasses.replace(inst, flavor="mv.sharer.big",
                                       ways=SHARER_WAYS + 1)
@@ -385,11 +396,14 @@ class Moves:
                 # The source is judged once it is back (below).
                 clean_source=False)
         t1 = time.monotonic()
-        # Forced down, a service never shows up: the flag goes first (the
-        # evacuations are done), then the compute starts and cleans up.
+        # Nova refuses to unset the flag while "done" evacuations remain
+        # on the host; the compute, restarted, destroys the evacuated
+        # guests and completes them, and only then may it be set up.
+        self.cloud.start_compute(src, wait=False)
         self._cmd(f"openstack --os-compute-api-version 2.11 compute service "
-                  f"set --up {src} nova-compute")
-        self.cloud.start_compute(src)
+                  f"set --up {src} nova-compute", retry_while=(
+                      "evacuation migration records remain", 180))
+        self.cloud.wait_compute_up(src)
         for inst in insts:
             self.check("evacuated: source back up, cleaned", inst, src,
                        dst, t1, lambda i=inst: self._wait_clean(src, i))
