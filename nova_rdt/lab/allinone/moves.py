@@ -168,17 +168,16 @@ class Moves:
         return r
 
     def _cmd(self, command: str, timeout: float = WAIT,
-             retry_while: tuple[str, float] | None = None) -> str | None:
+             retry_for: float = 0) -> str | None:
         """A command that must succeed: None, or what it printed.
-        ``retry_while``: (words of a refusal, seconds): typed again every
-        two seconds while it is refused so."""
-        deadline = time.monotonic() + (retry_while[1] if retry_while else 0)
+        ``retry_for``: seconds during which a refusal is typed again,
+        every two seconds."""
+        deadline = time.monotonic() + retry_for
         while True:
             e = self.sh(command, timeout=timeout)
             if e.status == 0:
                 return None
-            if (not retry_while or retry_while[0] not in e.printed
-                    or time.monotonic() > deadline):
+            if time.monotonic() > deadline:
                 return f"`{command}`: {e.printed[-400:]}"
             time.sleep(2)
 
@@ -397,12 +396,17 @@ class Moves:
                 clean_source=False)
         t1 = time.monotonic()
         # Nova refuses to unset the flag while "done" evacuations remain
-        # on the host; the compute, restarted, destroys the evacuated
-        # guests and completes them, and only then may it be set up.
+        # on the host ("Unable to force up host ...", in nova-api's log;
+        # the CLI says only that it failed); the compute, restarted,
+        # destroys the evacuated guests and completes them, and only then
+        # may it be set up.
         self.cloud.start_compute(src, wait=False)
-        self._cmd(f"openstack --os-compute-api-version 2.11 compute service "
-                  f"set --up {src} nova-compute", retry_while=(
-                      "evacuation migration records remain", 180))
+        problem = self._cmd(f"openstack --os-compute-api-version 2.11 "
+                            f"compute service set --up {src} nova-compute",
+                            retry_for=180)
+        if problem:
+            raise RuntimeError(f"{src} could not be set up again after the "
+                               f"evacuation: {problem}")
         self.cloud.wait_compute_up(src)
         for inst in insts:
             self.check("evacuated: source back up, cleaned", inst, src,
