@@ -55,7 +55,10 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         if reason:
             raise LabError(f"the cloud cannot run here: {reason}")
         say("nova-rdt lab: cloud, every OpenStack service a real process"
-            + (" (short: the user's tools and Tempest, then stop)"
+            + (f", {computes} computes" if computes > 1 else "")
+            + ((" (short: every move between them, boots that race and "
+                "Tempest, then stop)" if computes > 1 else
+                " (short: the user's tools and Tempest, then stop)")
                if short else ""))
         cloud = cloud_mod.AllInOne(out_dir, profile=profile, kernel=kernel,
                                    libvirt_cache_dir=libvirt_cache_dir,
