@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -88,17 +89,31 @@ def cloud_image_name(cloud) -> str:
     return cloud_mod.IMAGE
 
 
+def clear_workspace(directory: str) -> str:
+    """Remove a previous run's workspace at ``directory`` (and its
+    registry file, returned): it points at a cloud that is gone, and
+    ``tempest init`` refuses a directory that is not empty, so a second
+    run in the same report directory would fail."""
+    registry = directory + ".workspace.yaml"
+    if os.path.isdir(directory) and not os.path.islink(directory):
+        shutil.rmtree(directory)
+    if os.path.lexists(registry):
+        os.unlink(registry)
+    return registry
+
+
 def tempest_workspace(cloud, directory: str) -> str:
     """``tempest init`` (its workspace file in the lab, not ~/.tempest),
     our tempest.conf, then the plugin's ``stack test-config``."""
     bindir = os.path.dirname(sys.executable)
+    registry = clear_workspace(directory)
     res = subprocess.run(
         [os.path.join(bindir, "tempest"), "init", "--name",
-         "nova-rdt-lab", "--workspace-path",
-         os.path.join(directory + ".workspace.yaml"), directory],
+         "nova-rdt-lab", "--workspace-path", registry, directory],
         capture_output=True, text=True, timeout=120, env=cloud.env())
     if res.returncode != 0:
-        raise RuntimeError(f"tempest init failed: {res.stderr[-2000:]}")
+        raise RuntimeError(f"tempest init failed: "
+                           f"{(res.stderr + res.stdout)[-2000:]}")
     conf = os.path.join(directory, "etc", "tempest.conf")
     ini.write(conf, tempest_conf(cloud))
     # The scenario's generator, networks and frame sizes, now that the
