@@ -151,6 +151,28 @@ class DomainGroup:
                      .replace("\n", " "))
         return True
 
+    def decided(self, event: HookEvent, snap: context.Snapshot
+                ) -> Schemata | None:
+        """The domain's masks: those its metadata carries (the compute's
+        plan), else a placement here (:func:`placed_masks`); None when
+        there is none."""
+        m = event.managed
+        assert m is not None
+        masks = m.masks
+        if not masks and m.cache:
+            try:
+                masks = placed_masks(self._place_inputs(event, snap),
+                                     self.fs.prefix, self.host.classes,
+                                     event.uuid, m, self.settings.pmd_cos)
+            except placement.NoPlacement as e:
+                LOG.warning("%s: no placement by nova-rdt's rules (%s)",
+                            event.name, e)
+                return None
+        lines: dict[str, dict[int, int]] = {}
+        for (cid, kind), mask in masks:
+            lines.setdefault(hostplan.RESOURCE_OF_KIND[kind], {})[cid] = mask
+        return Schemata(lines) if lines else None
+
     def place_here(self, event: HookEvent, holder: str,
                    snap: context.Snapshot | None = None) -> bool:
         """A domain that carries no decided masks (defined by hand, or by
