@@ -273,12 +273,20 @@ def span(mask: int) -> int:
     return cbm.Run(low, mask.bit_length() - low).mask
 
 
+def pmd_cover(want: int, sparse: bool) -> int:
+    """The PMD COS over ``want`` (its base and its sharers' ways) on one
+    cache id: one run unless the resource takes sparse masks.  The one
+    rule the planner decides by and the PMD COS is written by
+    (:func:`nova_rdt.allocation.pmdplan.plan_id`)."""
+    return want if sparse else span(want)
+
+
 def _pmd_cover(cache: _Cache, want: int) -> int:
     """The PMD COS's ways that are nobody else's business (0 where the
     span rule does not hold or nothing is shared)."""
     if not cache.pmd or not want:
         return 0
-    return want if cache.rules.sparse else span(want)
+    return pmd_cover(want, cache.rules.sparse)
 
 
 def _conflict(cache: _Cache, st: _State, item: _Item, x: int) -> str | None:
