@@ -207,6 +207,19 @@ def release(host: Host, reservations: Mapping[str, Reservation],
                  classes, None, False)
 
 
+def check(host: Host, reservations: Mapping[str, Reservation],
+          classes: Mapping[str, ClassGroup]) -> Plan:
+    """The plan of the placed masks given, as they are: what a start
+    applies is what its claim decided, checked against the rules, never
+    decided again.  Reservations and classes not placed are left out.
+    Raises :class:`InvalidState` when the masks break a rule now."""
+    return _plan(host,
+                 {u: r for u, r in reservations.items()
+                  if r.masks is not None},
+                 {n: g for n, g in classes.items() if g.masks is not None},
+                 None, False)
+
+
 # -- one cache: the rules of one (resource, cache id) ----------------------
 
 # Search steps compaction may spend before it gives up (a refusal, never
