@@ -17,6 +17,7 @@ import os
 
 from nova_rdt import failpoints
 from nova_rdt import naming
+from nova_rdt.host import domaingroup
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery
@@ -73,9 +74,10 @@ class DomainLifecycle:
         ``started`` then writes the whole PMD COS again."""
         with self.fs.locked():
             snap = Snapshot(self.fs)
-            ways = self.domain_group.decided(event, snap)
+            decided = self.domain_group.decided(event, snap)
             pmd = snap.schemata.get(self.pmd.group_name)
-            if ways is None or pmd is None or not any(
+            ways = domaingroup.schemata_of(decided or ())
+            if pmd is None or not any(
                     (pmd.get(res, cid) or 0) & mask
                     for res in ways.resources()
                     for cid, mask in ways.domains(res).items()):

@@ -200,3 +200,21 @@ def test_prepare_leaves_the_pmd_cos_alone_when_the_ways_are_free(host):
     Agent(host.settings).handle(_event(
         "prepare", "s2", "5739af97-f801-4ee1-ace0-5bcd858b3407", 2, True))
     assert host.schemata(PMD) == before
+
+
+def test_prepare_walks_resctrl_once(host, monkeypatch):
+    """'prepare' runs in the foreground of a start: one walk of resctrl
+    for the decision and the PMD COS's write."""
+    from nova_rdt.resctrl.groups import Resctrl
+
+    s1 = host.start("s1", 2, chosen=0x00c, share=True)
+    host.start("s2", 3, chosen=0x01c, share=True)
+    _stop(host, "s1", s1)
+    walks, groups = [], Resctrl.groups
+    monkeypatch.setattr(Resctrl, "groups",
+                        lambda self, *a, **kw: walks.append(1)
+                        or groups(self, *a, **kw))
+    Agent(host.settings).handle(_event(
+        "prepare", "s3", "5739af97-f801-4ee1-ace0-5bcd858b3407", 2, True))
+    assert host.l3(PMD) == {0: 0x600, 1: 0x600}
+    assert len(walks) == 1
