@@ -9,8 +9,10 @@ short delegations to it.  It owns:
   whose resctrl goes away offers none until it is back
   (doc/source/recovery.rst);
 * the host's published state (``rdt`` stat and ``CUSTOM_RDT_*`` traits);
-* each domain's RDT elements, planned against live resctrl plus every
-  reservation, with positions decided by :mod:`nova_rdt.virt.placer`;
+* each domain's RDT elements, decided once before its config is built
+  (:meth:`RdtCompute.decide_guest`, from the driver's ``_get_guest_xml``)
+  against live resctrl plus every reservation, with positions decided by
+  :mod:`nova_rdt.virt.placer`, then only rendered into the config;
 * the write of the decided masks while a new domain is paused.
 """
 
