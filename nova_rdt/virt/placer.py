@@ -467,7 +467,9 @@ class Placer:
         without this, a class left in the way, a neighbour to be moved, or
         a stopped sharer's ways inside the PMD span (case 7) would make
         it refuse with "Not enough room".  :meth:`enforce` then writes the
-        decided masks and the whole PMD COS."""
+        decided masks and the whole PMD COS.  Both apply the claims'
+        plan, checked against resctrl as it is (:func:`placement.check`),
+        and never decide again: masks that break a rule now raise."""
         with self._lock, self.fs.locked():
             e = self._book.get(uuid)
             if e is None or not e.reservation.masks:
@@ -475,8 +477,7 @@ class Placer:
             view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             reservations[uuid] = e.reservation
-            plan = placement.place(host, reservations, groups,
-                                   e.reservation, compaction=False)
+            plan = placement.check(host, reservations, groups)
             moving = bool(self._class_moves or self._instance_moves)
             self._write_moves(owners, plan)
             if owners.pmd is not None and self.pmd_cos:
@@ -541,8 +542,7 @@ class Placer:
                     f"libvirt made no resctrl group for {e.domain}")
             # The reservation's decided masks, not the ones libvirt chose.
             reservations[uuid] = e.reservation
-            plan = placement.place(host, reservations, groups,
-                                   e.reservation, compaction=False)
+            plan = placement.check(host, reservations, groups)
             # Moves are written before libvirt allocates (make_room); one
             # still pending (a start the driver did not make) goes first.
             if self._class_moves or self._instance_moves:
