@@ -35,6 +35,9 @@ INCOMING_STAT = "rdt_incoming"
 #    later, as an optional seventh field per cache id, the groups the
 #    compute may move to make room (older readers ignore it and see the
 #    room it gives in the room fields).
+#    Later still, as the optional field "plan", the placement solver's
+#    input itself (:class:`SolverInput`): a filter that reads it decides
+#    with the solver, older ones keep reading the room fields.
 STATS_VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
 
@@ -279,6 +282,126 @@ class ClassState:
     can_make: bool | None = dataclasses.field(default=None, compare=False)
 
 
+def class_group(name: str, l3_ways: int, host: placement.Host,
+                masks: placement.PerId | None = None
+                ) -> placement.ClassGroup:
+    """Class ``name``'s group as the solver places it: ``l3_ways`` (at
+    least the hardware's minimum) on every cache id of every resource."""
+    return placement.ClassGroup(
+        name, {r: {cid: max(l3_ways, host.resources[r].min_bits)
+                   for cid in host.ids[r]} for r in host.resources},
+        masks)
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverInput:
+    """What the compute's claim hands the placement solver on this host.
+
+    The compute publishes it and the filter runs the solver on it, so the
+    two cannot decide differently: ``host`` is what
+    :func:`nova_rdt.allocation.hostplan.host_of` builds, ``reservations``
+    the book with every mask where the plan holds it, ``classes`` every
+    class group the claim may place or move, ``compaction`` the
+    compute's ``[rdt] compaction`` and ``monitor`` its
+    ``[rdt] monitor_default`` for an instance with an ``rdt:`` request.
+    Reservations are published under names of their own: the scheduler
+    needs no instance's uuid, and a fault must not carry one.
+    """
+
+    host: placement.Host
+    reservations: Mapping[str, placement.Reservation]
+    classes: Mapping[str, placement.ClassGroup]
+    compaction: bool = False
+    monitor: bool = False
+
+    @property
+    def pmd_cos(self) -> bool:
+        return self.host.pmd_ids is not None
+
+    def place(self, new: placement.Reservation, mb_only: bool = False
+              ) -> placement.Plan:
+        """The claim's plan with ``new`` added; NoPlacement says why not.
+        ``mb_only``: ``new`` has a group without ways, a CLOS the solver
+        does not count."""
+        host = self.host
+        if mb_only:
+            host = dataclasses.replace(host, clos=host.clos - 1)
+        return placement.place(host, self.reservations, self.classes, new,
+                               compaction=self.compaction)
+
+    def fits(self, new: placement.Reservation) -> bool:
+        try:
+            self.place(new)
+        except placement.NoPlacement:
+            return False
+        return True
+
+    def room(self, res: str, cid: int, sharer: bool) -> int:
+        """The solver's room for one new instance on ``res`` ``cid``."""
+        return placement.room(self.host, self.reservations, self.classes,
+                              res, cid, sharer=sharer and self.pmd_cos,
+                              compaction=self.compaction)
+
+    def to_doc(self) -> list[Any]:
+        h = self.host
+        names = {u: f"r{i}" for i, u in enumerate(sorted(self.reservations))}
+        return [
+            [{r: [x.cbm_len, x.min_bits, int(x.sparse)]
+              for r, x in sorted(h.resources.items())},
+             {r: list(ids) for r, ids in sorted(h.ids.items())},
+             _per_out(h.host_ways), _per_out(h.foreign),
+             _per_out(h.pmd_base),
+             None if h.pmd_ids is None else sorted(h.pmd_ids), h.clos],
+            [[names[u], _per_out(r.ways), _per_out(r.masks),
+              int(r.pmd_share), r.rdt_class, int(r.movable)]
+             for u, r in sorted(self.reservations.items())],
+            [[g.name, _per_out(g.ways), _per_out(g.masks)]
+             for _n, g in sorted(self.classes.items())],
+            int(self.compaction), int(self.monitor)]
+
+    @classmethod
+    def from_doc(cls, doc: Sequence[Any]) -> SolverInput:
+        """The input :meth:`to_doc` wrote; ValueError, KeyError or
+        TypeError for anything else."""
+        (res, ids, host_ways, foreign, base, pmd_ids, clos), book, \
+            groups, compaction, monitor = doc
+        host = placement.Host(
+            resources={str(r): placement.Resource(int(n), int(m), bool(sp))
+                       for r, (n, m, sp) in res.items()},
+            ids={str(r): tuple(int(c) for c in v) for r, v in ids.items()},
+            host_ways=_per_in(host_ways), foreign=_per_in(foreign),
+            pmd_base=_per_in(base),
+            pmd_ids=None if pmd_ids is None
+            else frozenset(int(c) for c in pmd_ids),
+            clos=int(clos))
+        return cls(
+            host,
+            {str(n): placement.Reservation(
+                str(n), _per_in(ways), _per_in(masks)
+                if masks is not None else None, bool(share),
+                None if rc is None else str(rc), bool(mv))
+             for n, ways, masks, share, rc, mv in book},
+            {str(n): placement.ClassGroup(
+                str(n), _per_in(ways),
+                _per_in(masks) if masks is not None else None)
+             for n, ways, masks in groups},
+            bool(compaction), bool(monitor))
+
+
+def _per_out(per: placement.PerId | None) -> dict[str, list[list[int]]] \
+        | None:
+    if per is None:
+        return None
+    return {r: sorted([cid, v] for cid, v in m.items())
+            for r, m in sorted(per.items())}
+
+
+def _per_in(doc: Mapping[str, Sequence[Sequence[int]]]
+            ) -> dict[str, dict[int, int]]:
+    return {str(r): {int(cid): int(v) for cid, v in pairs}
+            for r, pairs in doc.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class HostRdtState:
     cache: Mapping[int, CacheIdState]
@@ -295,6 +418,10 @@ class HostRdtState:
         default_factory=dict)
     # None: the host did not say (a version-1 document).
     classes: Mapping[str, ClassState] | None = None
+    # The solver's input as the compute's claim holds it (with_solver);
+    # None where the compute did not publish it, or the state was changed
+    # since by the with_* below (it would no longer be the claim's).
+    solver: SolverInput | None = None
 
     @property
     def cache_types(self) -> tuple[str, ...]:
@@ -368,6 +495,41 @@ class HostRdtState:
                             f"{cid}, which has {have}")
         return None
 
+    def with_solver(self, host: placement.Host,
+                    reservations: Mapping[str, placement.Reservation],
+                    classes: Mapping[str, placement.ClassGroup],
+                    compaction: bool = False, monitor: bool = False
+                    ) -> HostRdtState:
+        """This state with the compute claim's own solver input, and the
+        room and the classes that can be made answered by the solver on
+        it (the fields a scheduler that predates the input reads).
+
+        Every class this host defines is in the published input, so the
+        scheduler places a class not in use as the claim does.
+        """
+        groups = dict(classes)
+        for name, c in (self.classes or {}).items():
+            if name not in groups:
+                groups[name] = class_group(name, c.l3_ways, host)
+        solver = SolverInput(host, dict(reservations), groups,
+                             compaction, monitor)
+        rooms: dict[int, dict[tuple[str, bool], int]] = {}
+        for res in host.resources:
+            kind = naming.KIND_OF_RESOURCE[res]
+            for cid in host.ids[res]:
+                for sharer in (False, True):
+                    rooms.setdefault(cid, {})[kind, sharer] = \
+                        solver.room(res, cid, sharer)
+        made = {}
+        for name, c in sorted((self.classes or {}).items()):
+            if c.exists:
+                continue
+            made[name] = self.class_problem(c, room=False) is None \
+                and solver.fits(placement.Reservation(
+                    PROBE, {}, rdt_class=name))
+        return dataclasses.replace(self.with_solved(rooms, made),
+                                   solver=solver)
+
     def with_solved(self, rooms: Mapping[int, Mapping[tuple[str, bool],
                                                         int]],
                     made: Mapping[str, bool]) -> HostRdtState:
@@ -395,7 +557,7 @@ class HostRdtState:
                        for k, ms in by_type.items()}
             cache[cid] = dataclasses.replace(
                 c, movable={k: ms for k, ms in movable.items() if ms})
-        return dataclasses.replace(self, cache=cache)
+        return dataclasses.replace(self, cache=cache, solver=None)
 
     def with_moves(self, moved: Mapping[int, Mapping[str, tuple[int, ...]]]
                    ) -> HostRdtState:
@@ -448,7 +610,7 @@ class HostRdtState:
                 c = dataclasses.replace(c, used={
                     k: m | c.pmd_cover(k) for k, m in used.items()})
             cache[cid] = c
-        return dataclasses.replace(self, cache=cache)
+        return dataclasses.replace(self, cache=cache, solver=None)
 
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
                         clos: int = 1, pmd_share: bool = False,
@@ -486,7 +648,7 @@ class HostRdtState:
         taken = clos if rmids is None else rmids
         left = self.rmids_free - taken if self.mon_capable \
             else self.rmids_free
-        return dataclasses.replace(self, cache=cache,
+        return dataclasses.replace(self, cache=cache, solver=None,
                                    clos_free=self.clos_free - clos,
                                    rmids_free=max(left, 0))
 
@@ -542,6 +704,8 @@ class HostRdtState:
                            int(c.exists or self.class_problem(c) is None)]
                           for c in sorted(self.classes.values(),
                                           key=lambda c: c.name)]
+        if self.solver is not None:
+            doc["plan"] = self.solver.to_doc()
         return {STATS_KEY: json.dumps(doc, separators=(",", ":"))}
 
     @classmethod
@@ -604,6 +768,9 @@ class HostRdtState:
                                             bool(exists), bool(ok))
                            for name, ways, mb_, exists, ok in doc["cls"]}
             total, free = doc["rmid"]
+            solver = None
+            if "plan" in doc:
+                solver = SolverInput.from_doc(doc["plan"])
             return cls(
                 cache=cache, cdp=cdp, clos_free=int(doc["clos"]),
                 mb=MbState(mb[0], int(mb[1]), int(mb[2]), mb[3],
@@ -612,7 +779,7 @@ class HostRdtState:
                 rmids=int(total), rmids_free=int(free),
                 cells={int(cell): frozenset(caps_mod.parse_cpu_list(cpus))
                        for cell, cpus, _ids in doc["cells"]},
-                classes=classes)
+                classes=classes, solver=solver)
         except (ValueError, KeyError, TypeError, AttributeError,
                 IndexError):
             return None
