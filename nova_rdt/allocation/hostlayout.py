@@ -39,7 +39,7 @@ _MAX_PLANS = 64
 
 
 def _key(caps: caps_mod.Capabilities, reserved_ways: int,
-         pmd_ways: int) -> tuple:
+         pmd_ways: int) -> tuple[object, ...]:
     bw = caps.bandwidth.get("MB")
     return (caps.root, reserved_ways, pmd_ways, caps.allocation_enabled,
             tuple((name, r.cbm_len, r.min_cbm_bits, tuple(sorted(r.domains)))
