@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import dataclasses
 import itertools
 
+from nova_rdt import naming
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import placement
@@ -76,6 +77,18 @@ def claim(state: hoststate.HostRdtState, request: spec.RdtRequest,
         hoststate.PROBE, hostplan.ways_of(d.cache),
         pmd_share=request.pmd_share and solver.pmd_cos, rdt_class=name,
         movable=request.slo != "latency")
+    # The solver's room on each cache id answers most refusals without a
+    # whole plan: every rule of the solver is per (resource, cache id),
+    # so what exceeds the room there fails the plan too.
+    for res, per in sorted(new.ways.items()):
+        kind = naming.KIND_OF_RESOURCE[res]
+        for cid, n in sorted(per.items()):
+            room = state.cache[cid].room(kind, new.pmd_share)
+            if n > room:
+                raise planner.CannotHonour(
+                    f"{res} cache id {cid}: no room for {n} "
+                    f"way{'s' if n != 1 else ''} of the new instance; "
+                    f"it can get {room} there")
     try:
         plan = solver.place(new, mb_only=mb_only)
     except placement.NoPlacement as e:

@@ -93,11 +93,22 @@ def _read(raw: str) -> planner.HostSummary | Published | None:
     the computes, and refusing those hosts would leave no RDT host to
     schedule to for the length of a rolling upgrade."""
     if '"plan":' in raw:
-        state = hoststate.HostRdtState.from_stats(
-            {hoststate.STATS_KEY: raw})
-        if state is not None and state.solver is not None:
-            return Published(state)
+        # Hosts alike (idle ones of one model) publish equal documents:
+        # one reading and one set of verdicts serves them all.
+        pub = _PUBLISHED.get(raw)
+        if pub is None:
+            state = hoststate.HostRdtState.from_stats(
+                {hoststate.STATS_KEY: raw})
+            if state is not None and state.solver is not None:
+                if len(_PUBLISHED) >= _MAX_HOSTS:
+                    _PUBLISHED.clear()
+                pub = _PUBLISHED[raw] = Published(state)
+        if pub is not None:
+            return pub
     return planner.HostSummary.parse(raw)
+
+
+_PUBLISHED: dict[str, Published] = {}
 
 
 def host_summary(host_state) -> planner.HostSummary | Published | None:
