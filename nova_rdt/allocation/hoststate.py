@@ -20,6 +20,7 @@ from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl import cbmrules
 
 STATS_KEY = "rdt"
 # The stat naming why a host offers no RDT now ("" when healthy): the
@@ -102,8 +103,11 @@ class CacheIdState:
         hold or nothing is shared yet)."""
         if not self.pmd:
             return 0
-        want = self.pmd_want.get(kind, 0)
-        return want if self.sparse else span(want)
+        return self.rules.cover(self.pmd_want.get(kind, 0))
+
+    @property
+    def rules(self) -> cbmrules.CbmRules:
+        return cbmrules.CbmRules(self.cbm_len, self.min_ways, self.sparse)
 
     def room(self, kind: str, sharer: bool = False) -> int:
         """The most ways one new group can get here, by the placement
@@ -151,7 +155,7 @@ class CacheIdState:
         book: dict[str, placement.Reservation] = {}
         moving = 0
         for i, m in enumerate(self.movable.get(kind, ())):
-            if not self._valid(m):
+            if not self.rules.valid(m):
                 continue                # not the planner's to move: kept
             book[movable_name(i)] = placement.Reservation(
                 movable_name(i), {res: {self.id: cbm.popcount(m)}},
@@ -167,12 +171,6 @@ class CacheIdState:
             pmd_ids=frozenset({self.id}) if self.pmd else None,
             clos=max(clos, 1) + len(book))
         return host, book
-
-    def _valid(self, mask: int) -> bool:
-        """Whether the kernel would take ``mask`` here."""
-        return (mask >> self.cbm_len == 0
-                and cbm.popcount(mask) >= self.min_ways
-                and (self.sparse or cbm.is_contiguous(mask)))
 
     def _room_in_place(self, kind: str, sharer: bool) -> int:
         """:meth:`room` with every group where it is."""
@@ -252,8 +250,7 @@ def incoming_masks(stats: Mapping[str, str] | None, uuid: str
         return {}
 
 
-# The smallest contiguous mask covering a mask: the placement planner's.
-span = placement.span
+span = cbmrules.span
 
 
 def _longest(mask: int) -> int:
@@ -839,6 +836,9 @@ def from_resctrl(view: Any,
     root = ctrl.get("/")
     l3 = caps.cache.get("L3CODE" if cdp else "L3")
     if l3 is not None:
+        by_all = cbmrules.union(g.schemata for g in view.groups)
+        by_others = cbmrules.union(g.schemata for g in view.groups
+                                   if g is not pmd_group)
         for dom_id, dom in sorted(l3.domains.items()):
             ws = (way_sizes or {}).get(dom_id) or l3.way_size(dom_id) or 0
             cpus = frozenset((cache_cpus or {}).get(dom_id, dom.cpus))
@@ -847,8 +847,8 @@ def from_resctrl(view: Any,
             # Known the base, the PMD COS is what it must cover (its span,
             # added below), whatever its mask still holds: the compute
             # plans it so.  Else its mask counts, as everyone's.
-            skip = pmd_group if on and pmd_base is not None else None
-            used = {k: _used(view, _RESOURCE_OF_TYPE[k], dom_id, skip)
+            taken = by_others if on and pmd_base is not None else by_all
+            used = {k: taken.get((_RESOURCE_OF_TYPE[k], dom_id), 0)
                     for k in kinds}
             want = {}
             if on:
@@ -893,15 +893,6 @@ def from_resctrl(view: Any,
         rmids_free=max(rmids - len(view.groups), 0) if mon else 0,
         cells=dict(host_cells or {}),
         classes=class_states)
-
-
-def _used(view: Any, res: str, cid: int, skip: Any) -> int:
-    """Every control group's mask on one cache id but ``skip``'s."""
-    used = 0
-    for g in view.groups:
-        if g is not skip:
-            used |= g.schemata.get(res, {}).get(cid, 0)
-    return used
 
 
 def _pmd_want(view: Any, res: str, cid: int, pmd_group: Any, root: Any,
