@@ -5,6 +5,12 @@ claims), publishes it in the compute node's ``stats`` as one JSON string,
 and the scheduler filter reads it back.  Everything here is pure data, so
 the filter never touches a filesystem; it parses a host's state once per
 change of its content.
+
+With the state goes the placement solver's input as the compute's claim
+holds it (:class:`SolverInput`): the filter then runs the claim itself
+(:mod:`nova_rdt.scheduler.claim`) instead of reasoning about rooms.  The
+rooms stay in the document, answered by the solver on that input, for
+schedulers that do not read it yet.
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ the published string itself, not on any object's identity.
 What the compute will decide, the filter decides first, with the
 compute's own answers:
 
-* the published room per cache id, and whether each class's group can be
-  made, are the compute's placement planner's, on the inputs its claim
-  decides on (the groups it may move counted); the filter only compares
-  numbers with them;
+* a compute that publishes its claim's solver input is judged by its own
+  claim on it (:mod:`nova_rdt.scheduler.claim`), so the two cannot
+  disagree; an older compute's document is judged on the room per cache
+  id it published and whether each class's group can be made, its
+  placement planner's answers on the same inputs (the groups it may
+  move counted), by comparing numbers with them;
 * a pinned guest node on a host whose NUMA cells hold several L3s is
   judged on its pinned pCPUs' L3s, which Nova's own NUMA fit gives;
 * a NUMA guest is judged on the host cells Nova's own NUMA fit will give
