@@ -43,13 +43,26 @@ def guest_cells(placement_: planner.Placement, fit: Fit
                 ) -> list[planner.GuestCell] | None:
     """The guest cells the compute builds from Nova's fitted topology
     (``guest_rdt.instance_cells``): each node's vCPUs, host cell and
-    pinning."""
-    if fit is None or placement_.guest is None:
+    pinning.  Without a fit, every node on every cache id: a demand
+    that holds more than any fit gives (see :data:`ANYWHERE`)."""
+    if placement_.guest is None:
         return None
+    if not fit:
+        return [planner.GuestCell(i, vcpus)
+                for i, vcpus in enumerate(placement_.guest)]
     return [planner.GuestCell(
         i, placement_.guest[i], cell,
         None if not pinning else {v: frozenset([p]) for v, p in pinning})
         for i, (cell, pinning) in enumerate(fit)]
+
+
+# No fit asked of Nova: each guest node on every cache id.  Any fit asks
+# for a part of that (a node's ways on its cells' cache ids only), and
+# what the solver places it also places with fewer ways on fewer ids (its
+# rules are per cache id, the CLOS and RMID the same), so a claim that
+# passes here passes under whatever fit Nova makes, which is then not
+# worth its cost.  A refusal here says nothing: Nova's fit decides.
+ANYWHERE: Fit = ()
 
 
 def claim(state: hoststate.HostRdtState, request: spec.RdtRequest,

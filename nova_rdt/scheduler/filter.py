@@ -579,11 +579,6 @@ class RDTFilter(filters.BaseHostFilter):
         """The compute's own claim on its published solver input, with
         Nova's fit (the cells and the pinning its claim will be given)
         and the request's earlier instances on this host claimed first."""
-        fit = None
-        if r.placement.guest is not None:
-            fit = r.nova_fit(host_state)
-            if fit is None:
-                return False            # NUMATopologyFilter refuses too
         taken = self._taken_here(host_state, r) if r.several else None
         if taken:
             pub = self._after_claims(host_state, pub, taken, r)
@@ -591,6 +586,13 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.debug("RDTFilter: %s is full after %d instances of "
                           "this request", host_state, len(taken.cells))
                 return False
+        fit = None
+        if r.placement.guest is not None:
+            if pub.refusal(r, claim_mod.ANYWHERE) is None:
+                return True
+            fit = r.nova_fit(host_state)
+            if fit is None:
+                return False            # NUMATopologyFilter refuses too
         why = pub.refusal(r, fit)
         if why is not None:
             LOG.debug("RDTFilter: %s fails: %s", host_state, why)
