@@ -481,15 +481,17 @@ class RDTFilter(filters.BaseHostFilter):
         seen: dict[tuple, str] = {}
         for h in hosts:
             raw = (h.stats or {}).get(hoststate.STATS_KEY)
-            read = host_summary(h)
-            fit = r.nova_fit(h) if isinstance(read, Published) \
+            # Every host was filtered just now: a document with the
+            # solver's input was read then.
+            read = _PUBLISHED.get(raw) if raw else None
+            fit = r.nova_fit(h) if read is not None \
                 and r.placement.guest is not None else None
             why = seen.get((raw, fit))
             if why is None:
                 state = hoststate.HostRdtState.from_stats(h.stats)
                 if state is None:
                     why = _NO_RDT
-                elif isinstance(read, Published):
+                elif read is not None:
                     why = (fit is not None or r.placement.guest is None) \
                         and read.refusal(r, fit) or _NO_FIT
                 else:

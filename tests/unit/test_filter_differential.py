@@ -251,7 +251,8 @@ class Host:
         state = self.placer.published(view, self.cache_cpus, None,
                                       self.host_cells)
         if not plan:
-            return state.to_stats()
+            # An older compute's document: its rooms, no solver input.
+            return dataclasses.replace(state, solver=None).to_stats()
         _owners, host, book, groups = self.placer._inputs(view)
         solved = state.with_solver(
             host, book, groups, self.s.compaction,
