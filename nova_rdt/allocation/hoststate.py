@@ -772,8 +772,13 @@ class HostRdtState:
                            for name, ways, mb_, exists, ok in doc["cls"]}
             total, free = doc["rmid"]
             solver = None
-            if "plan" in doc:
-                solver = SolverInput.from_doc(doc["plan"])
+            try:
+                if "plan" in doc:
+                    solver = SolverInput.from_doc(doc["plan"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                # Optional: a form this reader does not know (a newer
+                # compute's) leaves the rest of the state readable.
+                solver = None
             return cls(
                 cache=cache, cdp=cdp, clos_free=int(doc["clos"]),
                 mb=MbState(mb[0], int(mb[1]), int(mb[2]), mb[3],

@@ -4,6 +4,7 @@ on it (issue 38: one model for the scheduler and the compute)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from hypothesis import given
 from hypothesis import settings
@@ -179,3 +180,21 @@ def test_a_sharer_is_placed_by_the_pmd_rule_only_where_it_is_on():
     # Next to the PMD base (0x600), not at the low end.
     assert on.plan.instances[hoststate.PROBE]["L3"][0] == 0x180
     assert off.plan.instances[hoststate.PROBE]["L3"][0] == 0xc
+
+
+@pytest.mark.parametrize("plan", ["garbage", [1, 2], None, {"v": 9}])
+def test_an_input_this_reader_does_not_know_leaves_the_rest(plan):
+    """A newer compute's input: the state still reads (a live migration
+    still gets its cache ids), without the input, and the filter judges
+    the host on its rooms."""
+    state = _state(_host())
+    doc = json.loads(state.to_stats()["rdt"])
+    doc["plan"] = plan
+    stats = {"rdt": json.dumps(doc)}
+    back = hoststate.HostRdtState.from_stats(stats)
+    assert back is not None and back.solver is None
+    assert back.cache == state.cache
+    pytest.importorskip("nova", reason="needs nova (the nova extra)")
+    from nova_rdt.scheduler import filter as rdt_filter
+    assert isinstance(rdt_filter._read(stats["rdt"]),
+                      planner.HostSummary)
