@@ -131,7 +131,7 @@ def after(state: hoststate.HostRdtState, c: Claimed
     name = c.new.rdt_class
     # One RMID per new group: the instance's own, or its class's first.
     groups_made = int(c.demand.needs_clos or c.demand.monitor)
-    if classes is not None and name in classes \
+    if classes is not None and name is not None and name in classes \
             and not classes[name].exists:
         groups_made += 1
         classes = {**classes,
