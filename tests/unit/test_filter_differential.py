@@ -14,7 +14,11 @@ enough room" otherwise).  After every step, for every probe request,
 compared with the compute's own decision (a dry-run claim): a pass the
 compute refuses is a late refusal and a reschedule, a refusal where it
 accepts is a No valid host while there is room.  Every start of an
-accepted boot must find its run in libvirt's allocator.
+accepted boot must find its run in libvirt's allocator.  Each verdict
+is taken on two documents: an older compute's (its rooms) and the one
+with the claim's solver input, which RDTFilter answers with the claim.
+The second instance of a multi-create is compared too, pinned guests
+where Nova's fit puts them next to the first.
 
 The resctrl side is held in memory (a :class:`HostView` per walk), so
 the whole run is pure and takes seconds.  ``NOVA_RDT_DIFF_TRIALS`` sets
@@ -204,6 +208,9 @@ def cache_cpus(ids):
             for cid in ids}
 
 
+_FIT = object()
+
+
 class Host:
     """One compute: resctrl in memory, its Placer and RdtCompute, and
     Nova's view of its NUMA cells."""
@@ -262,23 +269,25 @@ class Host:
         assert solved.classes == state.classes
         return solved.to_stats()
 
-    def decide(self, boot: Boot, uuid: str, dry_run: bool):
-        """RdtCompute's own decision (spawn's extend_guest path)."""
+    def decide(self, boot: Boot, uuid: str, dry_run: bool,
+               topology=_FIT):
+        """RdtCompute's own decision (spawn's extend_guest path), on
+        ``topology`` (default: Nova's fit on this host)."""
         view = self.fs.collect()
         state = self.placer.state_of(view, self.cache_cpus, None,
                                      self.host_cells)
         allocated = naming.LibvirtMachines(
             g.name for g in view.groups if g.kind == "ctrl")
         inst = Instance(uuid, f"instance-{uuid}", boot.vcpus,
-                        boot.fitted(self))
+                        boot.fitted(self) if topology is _FIT else topology)
         return self.rc.decide(inst, boot.request(), inst.numa_topology,
                               state, allocated, self.host_cells,
                               exception.ComputeResourcesUnavailable,
                               dry_run=dry_run, view=view)
 
-    def accepts(self, boot: Boot) -> tuple[bool, str]:
+    def accepts(self, boot: Boot, topology=_FIT) -> tuple[bool, str]:
         try:
-            self.decide(boot, "probe", dry_run=True)
+            self.decide(boot, "probe", dry_run=True, topology=topology)
         except (planner.CannotHonour,
                 exception.ComputeResourcesUnavailable) as e:
             return False, str(e)
@@ -467,17 +476,24 @@ def probes(rng: random.Random, host: Host, k: int) -> list[Boot]:
     return [random_boot(rng, host) for _ in range(k)]
 
 
-def multi_create(host: Host, boot: Boot, stats: dict) -> tuple[bool, bool]:
+def multi_create(host: Host, boot: Boot, stats: dict
+                 ) -> tuple[bool, bool] | None:
     """The second instance of a two-instance request, after the first
-    went to this host: (the filter passes it, the compute accepts it).
+    went to this host: (the filter passes it, the compute accepts it);
+    None where Nova's NUMA fit refuses either (not RDT's business).
 
     The filter runs in Nova's loop (filter, consume, filter again); the
-    compute claims the first for real, then asks for the second, and the
-    first's reservation is given back."""
+    compute claims the first for real where Nova's fit put it, then asks
+    for the second where Nova's fit puts it next to the first (its pCPUs
+    taken), and the first's reservation is given back."""
+    numa = boot.topology() is not None and host.numa is not None
+    if numa and boot.fitted(host) is None:
+        return None
     hs = host_manager.HostState("h", "h", "cell")
     hs.stats = stats
     hs.num_instances = 0
-    hs.numa_topology, hs.limits, hs.pci_stats = None, {}, None
+    hs.numa_topology = host.numa.obj_clone() if numa else None
+    hs.limits, hs.pci_stats = {}, None
     hs.free_ram_mb = hs.total_usable_ram_mb = 1 << 20
     hs.free_disk_mb = 1 << 30
     hs.vcpus_total, hs.vcpus_used = 1024, 0
@@ -491,14 +507,22 @@ def multi_create(host: Host, boot: Boot, stats: dict) -> tuple[bool, bool]:
     except exception.NoValidHost:
         return False, False
     hs.consume_from_request(spec_obj)
+    first = spec_obj.numa_topology if numa else _FIT
+    second = _FIT
+    if numa:
+        second = hardware.numa_fit_instance_to_host(hs.numa_topology,
+                                                    boot.topology(),
+                                                    provider_mapping=None)
+        if second is None:
+            return None
     f.run_filter_for_index(1)
     passes = bool(f.filter_all([hs], spec_obj))
     try:
-        host.decide(boot, "first", dry_run=False)
+        host.decide(boot, "first", dry_run=False, topology=first)
     except (planner.CannotHonour, exception.ComputeResourcesUnavailable):
         return passes, False
     try:
-        accepts, _why = host.accepts(boot)
+        accepts, _why = host.accepts(boot, topology=second)
     finally:
         host.placer.release("first")
     return passes, accepts
@@ -511,6 +535,7 @@ class Tally:
     late: list = dataclasses.field(default_factory=list)    # pass, refuse
     early: list = dataclasses.field(default_factory=list)   # refuse, accept
     multi: int = 0              # second instances of a multi-create
+    multi_pinned: int = 0       # of them pinned where Nova's fit put them
     multi_late: list = dataclasses.field(default_factory=list)
     multi_early: list = dataclasses.field(default_factory=list)
     starts: int = 0
@@ -540,11 +565,14 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
         stats = host.published(plan)    # what the scheduler reads now
         for boot in probes(rng, host, k):
             compare(host, boot, t, f"seed {seed} step {step}", stats)
+        verdicts = None
         if multi:
-            boot = dataclasses.replace(random_boot(rng, host), numa=False,
-                                       pinned=False)
-            passes, accepts = multi_create(host, boot, stats)
+            boot = random_boot(rng, host)
+            verdicts = multi_create(host, boot, stats)
+        if verdicts is not None:
+            passes, accepts = verdicts
             t.multi += 1
+            t.multi_pinned += boot.pinned and host.numa is not None
             if passes and not accepts:
                 t.multi_late.append((seed, step, host.s, boot))
             elif accepts and not passes:
@@ -730,9 +758,10 @@ def test_a_multi_create_second_instance(tmp_path, plan):
     for seed in range(trials):
         run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True,
                   plan=plan)
-    print(f"\nmulti-create: {t.multi} second instances; filter passes / "
+    print(f"\nmulti-create: {t.multi} second instances ({t.multi_pinned} "
+          f"pinned next to the first); filter passes / "
           f"compute refuses: {len(t.multi_late)}; filter refuses / compute "
           f"accepts: {len(t.multi_early)}")
-    assert t.multi > 100
+    assert t.multi > 100 and t.multi_pinned > 10
     assert not t.multi_late, t.multi_late[:3]
     assert not t.multi_early, t.multi_early[:3]
