@@ -139,6 +139,9 @@ def after(state: hoststate.HostRdtState, c: Claimed
     rmids = state.rmids_free
     if state.mon_capable:
         rmids -= groups_made
+    # The rooms published with the state stay: what one more instance
+    # can get only shrinks as instances are added, so they still refuse
+    # only what the plan refuses, and the plan decides the rest.
     return dataclasses.replace(
         state, classes=classes, rmids_free=max(rmids, 0),
         solver=dataclasses.replace(solver, host=host, reservations=book,
