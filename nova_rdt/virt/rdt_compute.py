@@ -173,7 +173,8 @@ class RdtCompute:
         self.placer = placer_mod.Placer(
             fs, self.classes, settings.reserved_host_ways,
             settings.pmd_shared_ways, settings.pmd_cos,
-            compaction=CONF.rdt.compaction, collect=host_context.collect)
+            compaction=CONF.rdt.compaction, collect=host_context.collect,
+            monitor_rdt=CONF.rdt.monitor_default in ("all", "rdt"))
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
