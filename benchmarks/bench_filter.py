@@ -30,7 +30,7 @@ from nova.scheduler.filters import aggregate_instance_extra_specs  # noqa
 from nova.scheduler.filters import numa_topology_filter  # noqa: E402
 
 from nova_rdt.allocation import hoststate  # noqa: E402
-from nova_rdt.allocation import planner  # noqa: E402
+from nova_rdt.allocation import placement  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
 
 objects.register_all()
@@ -38,12 +38,19 @@ WAY = 3407872
 LOADED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def rdt_stats(rng: random.Random) -> dict[str, str]:
+def rdt_stats(rng: random.Random, plan: bool = False) -> dict[str, str]:
+    """A host's document; ``plan``: with the solver's input (the same
+    host: one 1-way instance per way drawn)."""
     cache = {}
+    book = {}
     for cid in (0, 1):
         used = 0x3
         for _ in range(rng.randrange(0, 4)):    # a few instances' groups
-            used |= 1 << rng.randrange(2, 11)
+            way = 1 << rng.randrange(2, 11)
+            if not used & way:
+                book[f"i{cid}-{way}"] = placement.Reservation(
+                    f"i{cid}-{way}", {"L3": {cid: 1}}, {"L3": {cid: way}})
+            used |= way
         cache[cid] = hoststate.CacheIdState(
             cid, frozenset(range(cid * 8, cid * 8 + 8)), 11, WAY, 1,
             {"both": used})
@@ -52,6 +59,11 @@ def rdt_stats(rng: random.Random) -> dict[str, str]:
         mb=hoststate.MbState("percent", 10, 10, 100, (0, 1)),
         monitoring=frozenset({"llc_occupancy"}), rmids=176,
         rmids_free=176 - rng.randrange(1, 30))
+    if plan:
+        s = s.with_solver(placement.Host(
+            resources={"L3": placement.Resource(11)}, ids={"L3": (0, 1)},
+            host_ways={"L3": {0: 0x3, 1: 0x3}},
+            clos=s.clos_free + len(book)), book, {})
     return {"uptime": "1", **s.to_stats()}
 
 
@@ -80,12 +92,12 @@ def fill_host(hs, rng: random.Random) -> None:
     hs.updated = LOADED
 
 
-def host_states(n: int, seed: int = 7) -> list:
+def host_states(n: int, seed: int = 7, plan: bool = False) -> list:
     rng = random.Random(seed)
     hosts = []
     for i in range(n):
         hs = host_manager.HostState(f"host{i}", f"node{i}", "cell1")
-        hs.stats = rdt_stats(rng) if i % 10 else {"uptime": "1"}
+        hs.stats = rdt_stats(rng, plan) if i % 10 else {"uptime": "1"}
         agg = objects.Aggregate(id=i % 50, name=f"agg{i % 50}",
                                 hosts=[hs.host],
                                 metadata={"rdt": "true" if i % 3 else
@@ -127,17 +139,19 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--numa-hosts", type=int, default=None,
                     help="hosts for NUMATopologyFilter (default: all)")
+    ap.add_argument("--plan", action="store_true",
+                    help="hosts publish their claim's solver input")
     args = ap.parse_args(argv)
 
-    hosts = host_states(args.hosts)
+    hosts = host_states(args.hosts, plan=args.plan)
     spec_obj = request_spec(3)
     parses = {"n": 0}
-    real = planner.HostSummary.parse
+    real = rdt_filter._read
 
-    def counting(cls, raw):
+    def counting(raw):
         parses["n"] += 1
         return real(raw)
-    planner.HostSummary.parse = classmethod(counting)
+    rdt_filter._read = counting
 
     rdt = rdt_filter.RDTFilter()
     # First pass: every host's state is parsed and cached.

@@ -31,9 +31,43 @@ class Layout:
     managed_ways: int            # ways per cache id left for instances
 
 
+# (what the layout reads of the hardware, the two settings) -> the layout
+# or the refusal.  Every walk of the compute and the hook asks for it, and
+# only a remount or a settings change can change it.
+_PLANS: dict[tuple[object, ...], Layout | HostPrepError] = {}
+_MAX_PLANS = 64
+
+
+def _key(caps: caps_mod.Capabilities, reserved_ways: int,
+         pmd_ways: int) -> tuple[object, ...]:
+    bw = caps.bandwidth.get("MB")
+    return (caps.root, reserved_ways, pmd_ways, caps.allocation_enabled,
+            tuple((name, r.cbm_len, r.min_cbm_bits, tuple(sorted(r.domains)))
+                  for name, r in sorted(caps.cache.items())),
+            None if bw is None else (bw.unthrottled, tuple(bw.domain_ids)))
+
+
 def plan(caps: caps_mod.Capabilities, reserved_ways: int,
          pmd_ways: int) -> Layout:
-    """Compute the layout, or raise HostPrepError saying what to change."""
+    """The layout, or HostPrepError saying what to change; worked out once
+    per hardware and settings."""
+    key = _key(caps, reserved_ways, pmd_ways)
+    found = _PLANS.get(key)
+    if found is None:
+        try:
+            found = _plan(caps, reserved_ways, pmd_ways)
+        except HostPrepError as e:
+            found = e
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = found
+    if isinstance(found, HostPrepError):
+        raise HostPrepError(str(found))
+    return found
+
+
+def _plan(caps: caps_mod.Capabilities, reserved_ways: int,
+          pmd_ways: int) -> Layout:
     if not caps.allocation_enabled:
         raise HostPrepError(f"resctrl at {caps.root} offers no cache or "
                             f"bandwidth allocation")

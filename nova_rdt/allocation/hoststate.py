@@ -5,6 +5,12 @@ claims), publishes it in the compute node's ``stats`` as one JSON string,
 and the scheduler filter reads it back.  Everything here is pure data, so
 the filter never touches a filesystem; it parses a host's state once per
 change of its content.
+
+With the state goes the placement solver's input as the compute's claim
+holds it (:class:`SolverInput`): the filter then runs the claim itself
+(:mod:`nova_rdt.scheduler.claim`) instead of reasoning about rooms.  The
+rooms stay in the document, answered by the solver on that input, for
+schedulers that do not read it yet.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl import cbmrules
 
 STATS_KEY = "rdt"
 # The stat naming why a host offers no RDT now ("" when healthy): the
@@ -35,6 +42,9 @@ INCOMING_STAT = "rdt_incoming"
 #    later, as an optional seventh field per cache id, the groups the
 #    compute may move to make room (older readers ignore it and see the
 #    room it gives in the room fields).
+#    Later still, as the optional field "plan", the placement solver's
+#    input itself (:class:`SolverInput`): a filter that reads it decides
+#    with the solver, older ones keep reading the room fields.
 STATS_VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
 
@@ -99,8 +109,11 @@ class CacheIdState:
         hold or nothing is shared yet)."""
         if not self.pmd:
             return 0
-        want = self.pmd_want.get(kind, 0)
-        return want if self.sparse else span(want)
+        return self.rules.cover(self.pmd_want.get(kind, 0))
+
+    @property
+    def rules(self) -> cbmrules.CbmRules:
+        return cbmrules.CbmRules(self.cbm_len, self.min_ways, self.sparse)
 
     def room(self, kind: str, sharer: bool = False) -> int:
         """The most ways one new group can get here, by the placement
@@ -148,7 +161,7 @@ class CacheIdState:
         book: dict[str, placement.Reservation] = {}
         moving = 0
         for i, m in enumerate(self.movable.get(kind, ())):
-            if not self._valid(m):
+            if not self.rules.valid(m):
                 continue                # not the planner's to move: kept
             book[movable_name(i)] = placement.Reservation(
                 movable_name(i), {res: {self.id: cbm.popcount(m)}},
@@ -164,12 +177,6 @@ class CacheIdState:
             pmd_ids=frozenset({self.id}) if self.pmd else None,
             clos=max(clos, 1) + len(book))
         return host, book
-
-    def _valid(self, mask: int) -> bool:
-        """Whether the kernel would take ``mask`` here."""
-        return (mask >> self.cbm_len == 0
-                and cbm.popcount(mask) >= self.min_ways
-                and (self.sparse or cbm.is_contiguous(mask)))
 
     def _room_in_place(self, kind: str, sharer: bool) -> int:
         """:meth:`room` with every group where it is."""
@@ -249,8 +256,7 @@ def incoming_masks(stats: Mapping[str, str] | None, uuid: str
         return {}
 
 
-# The smallest contiguous mask covering a mask: the placement planner's.
-span = placement.span
+span = cbmrules.span
 
 
 def _longest(mask: int) -> int:
@@ -279,6 +285,126 @@ class ClassState:
     can_make: bool | None = dataclasses.field(default=None, compare=False)
 
 
+def class_group(name: str, l3_ways: int, host: placement.Host,
+                masks: placement.PerId | None = None
+                ) -> placement.ClassGroup:
+    """Class ``name``'s group as the solver places it: ``l3_ways`` (at
+    least the hardware's minimum) on every cache id of every resource."""
+    return placement.ClassGroup(
+        name, {r: {cid: max(l3_ways, host.resources[r].min_bits)
+                   for cid in host.ids[r]} for r in host.resources},
+        masks)
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverInput:
+    """What the compute's claim hands the placement solver on this host.
+
+    The compute publishes it and the filter runs the solver on it, so the
+    two cannot decide differently: ``host`` is what
+    :func:`nova_rdt.allocation.hostplan.host_of` builds, ``reservations``
+    the book with every mask where the plan holds it, ``classes`` every
+    class group the claim may place or move, ``compaction`` the
+    compute's ``[rdt] compaction`` and ``monitor`` its
+    ``[rdt] monitor_default`` for an instance with an ``rdt:`` request.
+    Reservations are published under names of their own: the scheduler
+    needs no instance's uuid, and a fault must not carry one.
+    """
+
+    host: placement.Host
+    reservations: Mapping[str, placement.Reservation]
+    classes: Mapping[str, placement.ClassGroup]
+    compaction: bool = False
+    monitor: bool = False
+
+    @property
+    def pmd_cos(self) -> bool:
+        return self.host.pmd_ids is not None
+
+    def place(self, new: placement.Reservation, mb_only: bool = False
+              ) -> placement.Plan:
+        """The claim's plan with ``new`` added; NoPlacement says why not.
+        ``mb_only``: ``new`` has a group without ways, a CLOS the solver
+        does not count."""
+        host = self.host
+        if mb_only:
+            host = dataclasses.replace(host, clos=host.clos - 1)
+        return placement.place(host, self.reservations, self.classes, new,
+                               compaction=self.compaction)
+
+    def fits(self, new: placement.Reservation) -> bool:
+        try:
+            self.place(new)
+        except placement.NoPlacement:
+            return False
+        return True
+
+    def room(self, res: str, cid: int, sharer: bool) -> int:
+        """The solver's room for one new instance on ``res`` ``cid``."""
+        return placement.room(self.host, self.reservations, self.classes,
+                              res, cid, sharer=sharer and self.pmd_cos,
+                              compaction=self.compaction)
+
+    def to_doc(self) -> list[Any]:
+        h = self.host
+        names = {u: f"r{i}" for i, u in enumerate(sorted(self.reservations))}
+        return [
+            [{r: [x.cbm_len, x.min_bits, int(x.sparse)]
+              for r, x in sorted(h.resources.items())},
+             {r: list(ids) for r, ids in sorted(h.ids.items())},
+             _per_out(h.host_ways), _per_out(h.foreign),
+             _per_out(h.pmd_base),
+             None if h.pmd_ids is None else sorted(h.pmd_ids), h.clos],
+            [[names[u], _per_out(r.ways), _per_out(r.masks),
+              int(r.pmd_share), r.rdt_class, int(r.movable)]
+             for u, r in sorted(self.reservations.items())],
+            [[g.name, _per_out(g.ways), _per_out(g.masks)]
+             for _n, g in sorted(self.classes.items())],
+            int(self.compaction), int(self.monitor)]
+
+    @classmethod
+    def from_doc(cls, doc: Sequence[Any]) -> SolverInput:
+        """The input :meth:`to_doc` wrote; ValueError, KeyError or
+        TypeError for anything else."""
+        (res, ids, host_ways, foreign, base, pmd_ids, clos), book, \
+            groups, compaction, monitor = doc
+        host = placement.Host(
+            resources={str(r): placement.Resource(int(n), int(m), bool(sp))
+                       for r, (n, m, sp) in res.items()},
+            ids={str(r): tuple(int(c) for c in v) for r, v in ids.items()},
+            host_ways=_per_in(host_ways), foreign=_per_in(foreign),
+            pmd_base=_per_in(base),
+            pmd_ids=None if pmd_ids is None
+            else frozenset(int(c) for c in pmd_ids),
+            clos=int(clos))
+        return cls(
+            host,
+            {str(n): placement.Reservation(
+                str(n), _per_in(ways), _per_in(masks)
+                if masks is not None else None, bool(share),
+                None if rc is None else str(rc), bool(mv))
+             for n, ways, masks, share, rc, mv in book},
+            {str(n): placement.ClassGroup(
+                str(n), _per_in(ways),
+                _per_in(masks) if masks is not None else None)
+             for n, ways, masks in groups},
+            bool(compaction), bool(monitor))
+
+
+def _per_out(per: placement.PerId | None) -> dict[str, list[list[int]]] \
+        | None:
+    if per is None:
+        return None
+    return {r: sorted([cid, v] for cid, v in m.items())
+            for r, m in sorted(per.items())}
+
+
+def _per_in(doc: Mapping[str, Sequence[Sequence[int]]]
+            ) -> dict[str, dict[int, int]]:
+    return {str(r): {int(cid): int(v) for cid, v in pairs}
+            for r, pairs in doc.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class HostRdtState:
     cache: Mapping[int, CacheIdState]
@@ -295,6 +421,10 @@ class HostRdtState:
         default_factory=dict)
     # None: the host did not say (a version-1 document).
     classes: Mapping[str, ClassState] | None = None
+    # The solver's input as the compute's claim holds it (with_solver);
+    # None where the compute did not publish it, or the state was changed
+    # since by the with_* below (it would no longer be the claim's).
+    solver: SolverInput | None = None
 
     @property
     def cache_types(self) -> tuple[str, ...]:
@@ -368,6 +498,41 @@ class HostRdtState:
                             f"{cid}, which has {have}")
         return None
 
+    def with_solver(self, host: placement.Host,
+                    reservations: Mapping[str, placement.Reservation],
+                    classes: Mapping[str, placement.ClassGroup],
+                    compaction: bool = False, monitor: bool = False
+                    ) -> HostRdtState:
+        """This state with the compute claim's own solver input, and the
+        room and the classes that can be made answered by the solver on
+        it (the fields a scheduler that predates the input reads).
+
+        Every class this host defines is in the published input, so the
+        scheduler places a class not in use as the claim does.
+        """
+        groups = dict(classes)
+        for name, c in (self.classes or {}).items():
+            if name not in groups:
+                groups[name] = class_group(name, c.l3_ways, host)
+        solver = SolverInput(host, dict(reservations), groups,
+                             compaction, monitor)
+        rooms: dict[int, dict[tuple[str, bool], int]] = {}
+        for res in host.resources:
+            kind = naming.KIND_OF_RESOURCE[res]
+            for cid in host.ids[res]:
+                for sharer in (False, True):
+                    rooms.setdefault(cid, {})[kind, sharer] = \
+                        solver.room(res, cid, sharer)
+        made = {}
+        for name, c in sorted((self.classes or {}).items()):
+            if c.exists:
+                continue
+            made[name] = self.class_problem(c, room=False) is None \
+                and solver.fits(placement.Reservation(
+                    PROBE, {}, rdt_class=name))
+        return dataclasses.replace(self.with_solved(rooms, made),
+                                   solver=solver)
+
     def with_solved(self, rooms: Mapping[int, Mapping[tuple[str, bool],
                                                         int]],
                     made: Mapping[str, bool]) -> HostRdtState:
@@ -395,7 +560,7 @@ class HostRdtState:
                        for k, ms in by_type.items()}
             cache[cid] = dataclasses.replace(
                 c, movable={k: ms for k, ms in movable.items() if ms})
-        return dataclasses.replace(self, cache=cache)
+        return dataclasses.replace(self, cache=cache, solver=None)
 
     def with_moves(self, moved: Mapping[int, Mapping[str, tuple[int, ...]]]
                    ) -> HostRdtState:
@@ -448,7 +613,7 @@ class HostRdtState:
                 c = dataclasses.replace(c, used={
                     k: m | c.pmd_cover(k) for k, m in used.items()})
             cache[cid] = c
-        return dataclasses.replace(self, cache=cache)
+        return dataclasses.replace(self, cache=cache, solver=None)
 
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
                         clos: int = 1, pmd_share: bool = False,
@@ -486,7 +651,7 @@ class HostRdtState:
         taken = clos if rmids is None else rmids
         left = self.rmids_free - taken if self.mon_capable \
             else self.rmids_free
-        return dataclasses.replace(self, cache=cache,
+        return dataclasses.replace(self, cache=cache, solver=None,
                                    clos_free=self.clos_free - clos,
                                    rmids_free=max(left, 0))
 
@@ -542,6 +707,8 @@ class HostRdtState:
                            int(c.exists or self.class_problem(c) is None)]
                           for c in sorted(self.classes.values(),
                                           key=lambda c: c.name)]
+        if self.solver is not None:
+            doc["plan"] = self.solver.to_doc()
         return {STATS_KEY: json.dumps(doc, separators=(",", ":"))}
 
     @classmethod
@@ -604,6 +771,14 @@ class HostRdtState:
                                             bool(exists), bool(ok))
                            for name, ways, mb_, exists, ok in doc["cls"]}
             total, free = doc["rmid"]
+            solver = None
+            try:
+                if "plan" in doc:
+                    solver = SolverInput.from_doc(doc["plan"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                # Optional: a form this reader does not know (a newer
+                # compute's) leaves the rest of the state readable.
+                solver = None
             return cls(
                 cache=cache, cdp=cdp, clos_free=int(doc["clos"]),
                 mb=MbState(mb[0], int(mb[1]), int(mb[2]), mb[3],
@@ -612,7 +787,7 @@ class HostRdtState:
                 rmids=int(total), rmids_free=int(free),
                 cells={int(cell): frozenset(caps_mod.parse_cpu_list(cpus))
                        for cell, cpus, _ids in doc["cells"]},
-                classes=classes)
+                classes=classes, solver=solver)
         except (ValueError, KeyError, TypeError, AttributeError,
                 IndexError):
             return None
@@ -672,6 +847,9 @@ def from_resctrl(view: Any,
     root = ctrl.get("/")
     l3 = caps.cache.get("L3CODE" if cdp else "L3")
     if l3 is not None:
+        by_all = cbmrules.union(g.schemata for g in view.groups)
+        by_others = cbmrules.union(g.schemata for g in view.groups
+                                   if g is not pmd_group)
         for dom_id, dom in sorted(l3.domains.items()):
             ws = (way_sizes or {}).get(dom_id) or l3.way_size(dom_id) or 0
             cpus = frozenset((cache_cpus or {}).get(dom_id, dom.cpus))
@@ -680,8 +858,8 @@ def from_resctrl(view: Any,
             # Known the base, the PMD COS is what it must cover (its span,
             # added below), whatever its mask still holds: the compute
             # plans it so.  Else its mask counts, as everyone's.
-            skip = pmd_group if on and pmd_base is not None else None
-            used = {k: _used(view, _RESOURCE_OF_TYPE[k], dom_id, skip)
+            taken = by_others if on and pmd_base is not None else by_all
+            used = {k: taken.get((_RESOURCE_OF_TYPE[k], dom_id), 0)
                     for k in kinds}
             want = {}
             if on:
@@ -726,15 +904,6 @@ def from_resctrl(view: Any,
         rmids_free=max(rmids - len(view.groups), 0) if mon else 0,
         cells=dict(host_cells or {}),
         classes=class_states)
-
-
-def _used(view: Any, res: str, cid: int, skip: Any) -> int:
-    """Every control group's mask on one cache id but ``skip``'s."""
-    used = 0
-    for g in view.groups:
-        if g is not skip:
-            used |= g.schemata.get(res, {}).get(cid, 0)
-    return used
 
 
 def _pmd_want(view: Any, res: str, cid: int, pmd_group: Any, root: Any,

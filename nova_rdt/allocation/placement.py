@@ -207,6 +207,19 @@ def release(host: Host, reservations: Mapping[str, Reservation],
                  classes, None, False)
 
 
+def check(host: Host, reservations: Mapping[str, Reservation],
+          classes: Mapping[str, ClassGroup]) -> Plan:
+    """The plan of the placed masks given, as they are: what a start
+    applies is what its claim decided, checked against the rules, never
+    decided again.  Reservations and classes not placed are left out.
+    Raises :class:`InvalidState` when the masks break a rule now."""
+    return _plan(host,
+                 {u: r for u, r in reservations.items()
+                  if r.masks is not None},
+                 {n: g for n, g in classes.items() if g.masks is not None},
+                 None, False)
+
+
 # -- one cache: the rules of one (resource, cache id) ----------------------
 
 # Search steps compaction may spend before it gives up (a refusal, never
@@ -273,12 +286,20 @@ def span(mask: int) -> int:
     return cbm.Run(low, mask.bit_length() - low).mask
 
 
+def pmd_cover(want: int, sparse: bool) -> int:
+    """The PMD COS over ``want`` (its base and its sharers' ways) on one
+    cache id: one run unless the resource takes sparse masks.  The one
+    rule the planner decides by and the PMD COS is written by
+    (:func:`nova_rdt.allocation.pmdplan.plan_id`)."""
+    return want if sparse else span(want)
+
+
 def _pmd_cover(cache: _Cache, want: int) -> int:
     """The PMD COS's ways that are nobody else's business (0 where the
     span rule does not hold or nothing is shared)."""
     if not cache.pmd or not want:
         return 0
-    return want if cache.rules.sparse else span(want)
+    return pmd_cover(want, cache.rules.sparse)
 
 
 def _conflict(cache: _Cache, st: _State, item: _Item, x: int) -> str | None:

@@ -84,13 +84,13 @@ def plan_id(rules: CacheRules, base: int, shares: Mapping[str, int],
         want |= m
     if not want:
         return IdPlan(fallback)
+    cover = placement.pmd_cover(want, rules.sparse)
+    if not cover & others:
+        return _valid(rules, IdPlan(cover, cover & ~want), fallback, shares)
     if rules.sparse:
         mask = want & ~others
         return _valid(rules, IdPlan(mask, 0, _uncovered(shares, mask)),
                       fallback, shares)
-    span = placement.span(want)
-    if not span & others:
-        return _valid(rules, IdPlan(span, span & ~want), fallback, shares)
     # Degraded: within the run of ways free of other groups that holds
     # the base (or, without a base, that covers the most shared ways),
     # span what is wanted there.

@@ -64,8 +64,18 @@ case "$2" in
 esac
 case "$2" in
     started|release|reconnect) ;;
-    # prepare only matters when a failure may stop the start.
-    prepare) [ "$NOVA_RDT_STRICT" = 1 ] || exit 0 ;;
+    # prepare runs before libvirt allocates the domain's ways: the hook
+    # makes room there for a nova-rdt PMD sharer, so it must have
+    # finished.  For any other domain (a Python start, some 160 ms, not
+    # worth it) it only matters when a failure may stop the start.
+    prepare)
+        xml=$(cat)
+        case "$xml" in
+            *"http://openstack.org/xmlns/libvirt/nova-rdt/"*"pmd-share>true<"*) ;;
+            *) [ "$NOVA_RDT_STRICT" = 1 ] || exit 0 ;;
+        esac
+        printf '%s\n' "$xml" | "$NOVA_RDT_PYTHON" -m nova_rdt.hook.main --settings "$NOVA_RDT_SETTINGS" -- "$@"
+        exit $? ;;
     *) exit 0 ;;
 esac
 if [ "$NOVA_RDT_STRICT" = 1 ] || [ $incoming = 1 ]; then

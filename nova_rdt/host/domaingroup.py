@@ -83,6 +83,14 @@ def placed_masks(inputs: PlaceInputs, prefix: str,
         for cid, mask in per.items()))
 
 
+def schemata_of(decided: Decided) -> Schemata:
+    """Decided masks as the schemata lines they are written as."""
+    lines: dict[str, dict[int, int]] = {}
+    for (cid, kind), mask in decided:
+        lines.setdefault(hostplan.RESOURCE_OF_KIND[kind], {})[cid] = mask
+    return Schemata(lines)
+
+
 # -- apply -----------------------------------------------------------------
 
 class DomainGroup:
@@ -151,21 +159,35 @@ class DomainGroup:
                      .replace("\n", " "))
         return True
 
-    def place_here(self, event: HookEvent, holder: str,
-                   snap: context.Snapshot | None = None) -> bool:
-        """A domain that carries no decided masks (defined by hand, or by
-        an older nova-rdt) is placed here (:func:`placed_masks`).  When no
-        placement exists, libvirt's choice stays and that is logged."""
+    def decided(self, event: HookEvent, snap: context.Snapshot
+                ) -> Decided | None:
+        """The domain's masks: those its metadata carries (the compute's
+        plan), else a placement here by the compute's rules
+        (:func:`placed_masks`: a domain defined by hand, or by an older
+        nova-rdt); None, logged, when there is none."""
         m = event.managed
         assert m is not None
-        snap = snap or context.Snapshot(self.fs)
+        if m.masks or not m.cache:
+            return m.masks or None
         try:
-            decided = placed_masks(self._place_inputs(event, snap),
-                                   self.fs.prefix, self.host.classes,
-                                   event.uuid, m, self.settings.pmd_cos)
+            return placed_masks(self._place_inputs(event, snap),
+                                self.fs.prefix, self.host.classes,
+                                event.uuid, m, self.settings.pmd_cos)
         except placement.NoPlacement as e:
             LOG.warning("%s: no placement by nova-rdt's rules (%s); "
                         "libvirt's choice stays", event.name, e)
+            return None
+
+    def place_here(self, event: HookEvent, holder: str,
+                   snap: context.Snapshot | None = None) -> bool:
+        """A domain that carries no decided masks is placed here
+        (:meth:`decided`); when no placement exists, libvirt's choice
+        stays."""
+        m = event.managed
+        assert m is not None
+        snap = snap or context.Snapshot(self.fs)
+        decided = self.decided(event, snap)
+        if decided is None:
             return False
         LOG.info("%s: no decided masks in its metadata; placed here",
                  event.name)

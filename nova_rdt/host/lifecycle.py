@@ -1,6 +1,7 @@
 """A managed domain's life on this host, as libvirt's hook tells it.
 
-``prepare`` checks that the domain's class is defined here.
+``prepare`` checks that the domain's class is defined here and makes
+room for a sharer's ways before libvirt allocates.
 ``started`` and ``reconnect`` find libvirt's group of the domain's vCPUs
 and give it what libvirt cannot (:mod:`nova_rdt.host.domaingroup`),
 record the domain (:mod:`nova_rdt.host.records`), and join its class
@@ -16,6 +17,7 @@ import os
 
 from nova_rdt import failpoints
 from nova_rdt import naming
+from nova_rdt.host import domaingroup
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery
@@ -54,10 +56,35 @@ class DomainLifecycle:
                 raise IsolationError(
                     f"rdt:class={m.rdt_class} is not defined in [rdt] "
                     f"classes on this host")
+            if self.settings.pmd_cos and m.pmd_share and not m.rdt_class:
+                self.make_room(event)
         elif event.operation in ("started", "reconnect"):
             self.started(event)
         elif event.operation == "release":
             self.released(event.uuid)
+
+    def make_room(self, event: HookEvent) -> None:
+        """Before libvirt allocates for a sharer (libvirt runs ``prepare``
+        in ``qemuProcessInit``, before ``qemuProcessResctrlCreate``): its
+        ways out of the PMD COS for the moment, as the compute's start
+        does (:meth:`Placer.make_room`), so that a domain started by hand
+        gets the same room.  The PMD COS stays one run, so it covers the
+        ways a sharer in the middle left; libvirt's allocator counts them
+        as used and would refuse "Not enough room" though they are free.
+        ``started`` then writes the whole PMD COS again."""
+        with self.fs.locked():
+            snap = Snapshot(self.fs)
+            decided = self.domain_group.decided(event, snap)
+            pmd = snap.schemata.get(self.pmd.group_name)
+            ways = domaingroup.schemata_of(decided or ())
+            if pmd is None or not any(
+                    (pmd.get(res, cid) or 0) & mask
+                    for res in ways.resources()
+                    for cid, mask in ways.domains(res).items()):
+                return
+            LOG.info("%s: its ways %s out of the PMD COS until it starts",
+                     event.name, ways.format().strip().replace("\n", " "))
+            self.pmd.sync(snap=snap, keep_free=ways)
 
     # -- QEMU ------------------------------------------------------------
 
@@ -212,9 +239,9 @@ class DomainLifecycle:
                 LOG.error("%s", recovery.Degraded(
                     recovery.state_reason(e),
                     f"cannot remove the record of {uuid}: {e}").line())
-            if rec is None:
-                return
-            if rec.rdt_class:
+            if rec is not None and rec.rdt_class:
                 self.classes.prune()
-            if self.settings.pmd_cos and rec.pmd_share:
+            # No record: a start that failed after ``prepare`` may have
+            # left the PMD COS without its ways (make_room).
+            if self.settings.pmd_cos and (rec is None or rec.pmd_share):
                 self.pmd.sync()

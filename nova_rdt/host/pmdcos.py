@@ -56,11 +56,13 @@ class PmdInputs:
     cores: set[int] | None                # PMD cores; None: unknown
 
 
-def resolve(inputs: PmdInputs, prefix: str) -> pmdplan.PmdPlan:
+def resolve(inputs: PmdInputs, prefix: str,
+            keep_free: Schemata | None = None) -> pmdplan.PmdPlan:
     """The PMD COS's masks.  Pure."""
     return pmdplan.for_groups(inputs.caps, inputs.groups, prefix,
                               inputs.sharers, inputs.base,
-                              pmd_cache_ids(inputs.caps, inputs.cores))
+                              pmd_cache_ids(inputs.caps, inputs.cores),
+                              keep_free=keep_free)
 
 
 def summary(gname: str, plan: pmdplan.PmdPlan, cpus: Collection[int]
@@ -119,15 +121,19 @@ class PmdCos:
     def sync(self, cores: set[int] | None = None,
              extra: tuple[records_mod.Record, ...] = (),
              prepared_only: bool = False,
-             snap: context.Snapshot | None = None) -> str:
+             snap: context.Snapshot | None = None,
+             keep_free: Schemata | None = None) -> str:
         """Recompute the PMD group from scratch; returns a summary.
 
         ``cores``: the PMD cores, asked of OVS when not given.
         ``extra``: records not (yet) on disk, such as the one a full state
         path refused, that must count all the same.  ``prepared_only``:
         raise NotPrepared, writing nothing, on a host nova-compute has
-        not prepared."""
-        if cores is None:
+        not prepared.  ``keep_free``: ways the PMD COS leaves out for a
+        moment, a domain about to start there (libvirt's allocator counts
+        the PMD COS's ways as used); the cores stay as they are then,
+        since the start must not wait on OVS."""
+        if cores is None and keep_free is None:
             # Asked before the resctrl flock: OVSDB and ovs-appctl can take
             # a while, and libvirt's allocator waits on that lock.
             cores = self._ask_ovs()
@@ -140,9 +146,9 @@ class PmdCos:
                     inputs.caps, s.reserved_host_ways, s.pmd_shared_ways))
                 if why:
                     raise NotPrepared(why=why)
-            plan = resolve(inputs, self.fs.prefix)
+            plan = resolve(inputs, self.fs.prefix, keep_free)
             self.last_plan = plan
-            if plan.degraded:
+            if plan.degraded and keep_free is None:
                 # libvirt placed a VM the driver did not predict; the
                 # relation is partly lost until the layout changes.
                 LOG.warning("PMD COS degraded: cannot also cover the ways "

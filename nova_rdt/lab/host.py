@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import time
 
@@ -204,12 +206,27 @@ class Lab:
             os.makedirs(self.log_dir, exist_ok=True)
             install.install(self.hook_settings(),
                             hooks_dir=self.libvirt.hooks_dir,
-                            settings_path=self.hook_settings_path)
+                            settings_path=self.hook_settings_path,
+                            python=self._hook_python())
         self._timed("libvirtd", self.libvirt.start, self.ns)
         self._say(f"libvirtd up ({self.libvirt.domain_type} guests) "
                   f"in {self.timings['libvirtd']:.1f}s")
         for forced in self.libvirt.forced:
             self._say(f"this machine forces: {forced}")
+
+    def _hook_python(self) -> str:
+        """The hook's interpreter.  libvirt runs hooks with a clean
+        environment: under a ``PYTHONPATH`` (a source tree under test, not
+        the installed copy) a wrapper keeps it for the hook."""
+        path = os.environ.get("PYTHONPATH")
+        if not path:
+            return sys.executable
+        wrapper = os.path.join(self.base, "hook-python")
+        with open(wrapper, "w") as f:
+            f.write(f"#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec "
+                    f"{shlex.quote(sys.executable)} \"$@\"\n")
+        os.chmod(wrapper, 0o755)
+        return wrapper
 
     def restart_libvirt(self) -> None:
         self._timed("libvirtd restart", self.libvirt.restart, self.ns)

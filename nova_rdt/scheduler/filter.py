@@ -17,10 +17,12 @@ the published string itself, not on any object's identity.
 What the compute will decide, the filter decides first, with the
 compute's own answers:
 
-* the published room per cache id, and whether each class's group can be
-  made, are the compute's placement planner's, on the inputs its claim
-  decides on (the groups it may move counted); the filter only compares
-  numbers with them;
+* a compute that publishes its claim's solver input is judged by its own
+  claim on it (:mod:`nova_rdt.scheduler.claim`), so the two cannot
+  disagree; an older compute's document is judged on the room per cache
+  id it published and whether each class's group can be made, its
+  placement planner's answers on the same inputs (the groups it may
+  move counted), by comparing numbers with them;
 * a pinned guest node on a host whose NUMA cells hold several L3s is
   judged on its pinned pCPUs' L3s, which Nova's own NUMA fit gives;
 * a NUMA guest is judged on the host cells Nova's own NUMA fit will give
@@ -50,6 +52,7 @@ from oslo_log import log as logging
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import spec
+from nova_rdt.scheduler import claim as claim_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -63,7 +66,54 @@ _SUMMARIES: dict[tuple[str, str], tuple] = {}
 _MAX_HOSTS = 200_000
 
 
-def host_summary(host_state) -> planner.HostSummary | None:
+class Published:
+    """A document with the compute's solver input, read once per
+    content: the state, and the claim's verdicts already asked of it
+    (request key, Nova's fit) -> why the compute refuses, or None."""
+
+    __slots__ = ("state", "memo")
+
+    def __init__(self, state: hoststate.HostRdtState):
+        self.state = state
+        self.memo: dict = {}
+
+    def refusal(self, r: _Request, fit: claim_mod.Fit) -> str | None:
+        key = (r.key, fit)
+        try:
+            return self.memo[key]
+        except KeyError:
+            pass
+        why = self.memo[key] = claim_mod.refusal(self.state, r.req,
+                                                 r.placement, fit)
+        return why
+
+
+def _read(raw: str) -> planner.HostSummary | Published | None:
+    """A compute that publishes its solver's input is judged by its own
+    claim on it.  An older compute's document (rooms, no input) is
+    judged on its rooms, as before: Nova upgrades the schedulers before
+    the computes, and refusing those hosts would leave no RDT host to
+    schedule to for the length of a rolling upgrade."""
+    if '"plan":' in raw:
+        # Hosts alike (idle ones of one model) publish equal documents:
+        # one reading and one set of verdicts serves them all.
+        pub = _PUBLISHED.get(raw)
+        if pub is None:
+            state = hoststate.HostRdtState.from_stats(
+                {hoststate.STATS_KEY: raw})
+            if state is not None and state.solver is not None:
+                if len(_PUBLISHED) >= _MAX_HOSTS:
+                    _PUBLISHED.clear()
+                pub = _PUBLISHED[raw] = Published(state)
+        if pub is not None:
+            return pub
+    return planner.HostSummary.parse(raw)
+
+
+_PUBLISHED: dict[str, Published] = {}
+
+
+def host_summary(host_state) -> planner.HostSummary | Published | None:
     """The host's published state, parsed once per change of content."""
     stats = host_state.stats
     raw = stats.get(hoststate.STATS_KEY) if stats else None
@@ -72,7 +122,7 @@ def host_summary(host_state) -> planner.HostSummary | None:
     # Equal strings compare in one memcmp; a new but equal one is a hit.
     if cached is not None and cached[0] == raw:
         return cached[1]
-    summary = planner.HostSummary.parse(raw) if raw else None
+    summary = _read(raw) if raw else None
     if len(_SUMMARIES) >= _MAX_HOSTS:
         _SUMMARIES.clear()            # hosts gone for good; start over
     _SUMMARIES[key] = (raw, summary)
@@ -230,10 +280,7 @@ class _Request:
             LOG.debug("RDTFilter: NUMA fit failed on %s", host_state,
                       exc_info=True)
             fitted = None
-        cells = None if fitted is None else tuple(
-            (c.id, tuple(sorted(c.cpu_pinning.items()))
-             if "cpu_pinning_raw" in c and c.cpu_pinning_raw else None)
-            for c in fitted.cells)
+        cells = None if fitted is None else _fit_of(fitted)
         if key is not None:
             if len(_NOVA_CELLS) >= _MAX_FITS:
                 _NOVA_CELLS.clear()
@@ -244,6 +291,7 @@ class _Request:
 
 
 _NO_RDT = "no RDT state published (no RDT, or resctrl lost)"
+_NO_FIT = "no room on the host cells Nova's NUMA fit gives"
 
 # Nova keeps 255 characters of a fault's message, and its NoValidHost
 # puts "No valid host was found. " before the reason.
@@ -330,17 +378,24 @@ class _Taken:
 
     spec_obj: object
     seen: int                          # the host's num_instances
-    cells: list                        # host cells of each, or None
+    cells: list                        # Nova's fit of each, or None
     summary: tuple | None = None       # (raw, count, summary)
 
 
-def _fitted_cells(spec_obj) -> tuple[int, ...] | None:
-    """The host cells Nova's consume_from_request just gave the request
-    (it stores the fitted topology back into the RequestSpec)."""
+def _fitted(spec_obj) -> claim_mod.Fit:
+    """The host cells and pinning Nova's consume_from_request just gave
+    the request (it stores the fitted topology back into the
+    RequestSpec), in :meth:`_Request.nova_fit`'s form."""
     topo = spec_obj.numa_topology if "numa_topology" in spec_obj else None
     if topo is None or not topo.cells:
         return None
-    return tuple(c.id for c in topo.cells)
+    return _fit_of(topo)
+
+
+def _fit_of(topo) -> claim_mod.Fit:
+    return tuple((c.id, tuple(sorted(c.cpu_pinning.items()))
+                  if "cpu_pinning_raw" in c and c.cpu_pinning_raw else None)
+                 for c in topo.cells)
 
 
 class RDTFilter(filters.BaseHostFilter):
@@ -423,18 +478,26 @@ class RDTFilter(filters.BaseHostFilter):
             else None
         counts: dict[str, int] = {}
         # Hosts alike publish the same document: each answered once.
-        seen: dict[str | None, str] = {}
+        seen: dict[tuple, str] = {}
         for h in hosts:
             raw = (h.stats or {}).get(hoststate.STATS_KEY)
-            why = seen.get(raw)
+            # Every host was filtered just now: a document with the
+            # solver's input was read then.
+            read = _PUBLISHED.get(raw) if raw else None
+            fit = r.nova_fit(h) if read is not None \
+                and r.placement.guest is not None else None
+            why = seen.get((raw, fit))
             if why is None:
                 state = hoststate.HostRdtState.from_stats(h.stats)
                 if state is None:
                     why = _NO_RDT
+                elif read is not None:
+                    why = (fit is not None or r.placement.guest is None) \
+                        and read.refusal(r, fit) or _NO_FIT
                 else:
                     why = planner.fits_anywhere(state, req, r.placement) \
-                        or "no room on the host cells Nova's NUMA fit gives"
-                seen[raw] = why
+                        or _NO_FIT
+                seen[raw, fit] = why
             counts[why] = counts.get(why, 0) + 1
             if LOG.isEnabledFor(std_logging.INFO):
                 LOG.info("RDTFilter: %s: %s", h, why, instance_uuid=uuid)
@@ -463,6 +526,8 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.debug("RDTFilter: %s publishes no RDT state%s",
                           host_state, f" (degraded: {why})" if why else "")
             return False
+        if isinstance(summary, Published):
+            return self._claims(host_state, summary, r)
         taken = self._taken_here(host_state, r) if r.several else None
         if taken:
             summary = self._after(host_state, summary, taken, r)
@@ -512,6 +577,44 @@ class RDTFilter(filters.BaseHostFilter):
             return False
         return True
 
+    def _claims(self, host_state, pub: Published, r: _Request) -> bool:
+        """The compute's own claim on its published solver input, with
+        Nova's fit (the cells and the pinning its claim will be given)
+        and the request's earlier instances on this host claimed first."""
+        taken = self._taken_here(host_state, r) if r.several else None
+        if taken:
+            pub = self._after_claims(host_state, pub, taken, r)
+            if pub is None:
+                LOG.debug("RDTFilter: %s is full after %d instances of "
+                          "this request", host_state, len(taken.cells))
+                return False
+        fit = None
+        if r.placement.guest is not None:
+            if pub.refusal(r, claim_mod.ANYWHERE) is None:
+                return True
+            fit = r.nova_fit(host_state)
+            if fit is None:
+                return False            # NUMATopologyFilter refuses too
+        why = pub.refusal(r, fit)
+        if why is not None:
+            LOG.debug("RDTFilter: %s fails: %s", host_state, why)
+            return False
+        return True
+
+    @staticmethod
+    def _after_claims(host_state, pub: Published, taken: _Taken,
+                      r: _Request) -> Published | None:
+        """``pub`` with this request's earlier instances claimed on it
+        (None: they do not all fit, so neither does another)."""
+        key = (host_state.stats.get(hoststate.STATS_KEY), len(taken.cells))
+        if taken.summary is not None and taken.summary[:2] == key:
+            return taken.summary[2]
+        state = claim_mod.after_all(pub.state, r.req, r.placement,
+                                    taken.cells)
+        after = None if state is None else Published(state)
+        taken.summary = (*key, after)
+        return after
+
     def _taken_here(self, host_state, r: _Request) -> _Taken | None:
         """What earlier instances of this request took on this host.
 
@@ -526,8 +629,7 @@ class RDTFilter(filters.BaseHostFilter):
             self._taken[host_state] = _Taken(r.spec_obj, n, [])
             return None
         if n > rec.seen:
-            cells = _fitted_cells(r.spec_obj) if r.placement.guest \
-                else None
+            cells = _fitted(r.spec_obj) if r.placement.guest else None
             rec.cells.extend([cells] * (n - rec.seen))
             rec.seen = n
         return rec if rec.cells else None
@@ -544,8 +646,10 @@ class RDTFilter(filters.BaseHostFilter):
         after = None
         if state is not None:
             try:
-                for cells in taken.cells:
-                    state = planner.taken(state, r.req, r.placement, cells)
+                for fit in taken.cells:
+                    state = planner.taken(
+                        state, r.req, r.placement,
+                        None if fit is None else [c for c, _ in fit])
                 after = planner.HostSummary.of(state)
             except planner.CannotHonour:
                 after = None

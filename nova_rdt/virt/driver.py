@@ -71,6 +71,20 @@ class LibvirtRDTDriver(migration.LiveMigrationMixin,
 
     # -- building and starting domains ---------------------------------
 
+    def _get_guest_xml(self, context, instance, network_info, disk_info,
+                       image_meta, rescue=None, block_device_info=None,
+                       mdevs=None, accel_info=None, share_info=None,
+                       old_guest=None):
+        # Every path that builds a domain (spawn, hard reboot, resize,
+        # rescue, revert) comes through here: the claim is made once
+        # here, and building the config below only renders it.
+        self.rdt.decide_guest(instance)
+        return super()._get_guest_xml(
+            context, instance, network_info, disk_info, image_meta,
+            rescue=rescue, block_device_info=block_device_info,
+            mdevs=mdevs, accel_info=accel_info, share_info=share_info,
+            old_guest=old_guest)
+
     def _get_guest_config(self, instance, network_info, image_meta,
                           disk_info, rescue=None, block_device_info=None,
                           context=None, mdevs=None, accel_info=None,

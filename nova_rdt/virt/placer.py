@@ -62,8 +62,13 @@ class Placer:
     def __init__(self, fs: Resctrl, classes: Mapping[str, rdtclass.RdtClass],
                  reserved_host_ways: int, pmd_shared_ways: int,
                  pmd_cos: bool, compaction: bool = False,
-                 clock=time.monotonic, collect=HostView.collect):
+                 clock=time.monotonic, collect=HostView.collect,
+                 monitor_rdt: bool = False):
+        """``monitor_rdt``: an instance with an ``rdt:`` request gets a
+        monitor group ([rdt] monitor_default all or rdt), which the
+        published solver input must count as the claim does."""
         self.fs = fs
+        self.monitor_rdt = monitor_rdt
         # One walk of resctrl (a test counts them, or answers from memory).
         self._collect = collect
         self.classes = dict(classes)
@@ -210,41 +215,12 @@ class Placer:
                 reservations: Mapping[str, placement.Reservation],
                 groups: Mapping[str, placement.ClassGroup]
                 ) -> hoststate.HostRdtState:
-        """``state`` with the planner's answers to the scheduler's
-        questions: per cache id and type, the most ways a new instance
-        (and a PMD sharer) gets; per class, whether a member placed now
-        gets a group.  The filter compares numbers with them, so it
-        cannot decide otherwise than :meth:`claim`."""
-        rooms: dict[int, dict[tuple[str, bool], int]] = {}
-        for res in host.resources:
-            kind = hostplan.KIND_OF_RESOURCE[res]
-            for cid in host.ids[res]:
-                for sharer in (False, True):
-                    rooms.setdefault(cid, {})[kind, sharer] = \
-                        placement.room(host, reservations, groups, res,
-                                       cid, sharer=sharer and self.pmd_cos,
-                                       compaction=self.compaction)
-        made = {}
-        for name in sorted(state.classes or {}):
-            c = state.classes[name]
-            if c.exists:
-                continue
-            made[name] = state.class_problem(c, room=False) is None \
-                and self._class_fits(view, name)
-        return state.with_solved(rooms, made)
-
-    def _class_fits(self, view: HostView, name: str) -> bool:
-        """Whether a member of class ``name`` claimed now gets its group
-        (:meth:`claim`'s own decision, not recorded)."""
-        _owners, host, reservations, groups = self._inputs(view, name)
-        new = placement.Reservation(placement.ROOM_PROBE, {},
-                                    rdt_class=name)
-        try:
-            placement.place(host, reservations, groups, new,
-                            compaction=self.compaction)
-        except placement.NoPlacement:
-            return False
-        return True
+        """``state`` with the solver's own input, the one :meth:`claim`
+        hands it: the scheduler runs the same claim on it (one model),
+        and the rooms an older scheduler reads are the solver's answers
+        on it."""
+        return state.with_solver(host, reservations, groups, self.compaction,
+                                 monitor=self.monitor_rdt)
 
     def _pending_moves(self, view: HostView, owners: hostplan.Ownership,
                        exclude: str | None
@@ -467,7 +443,9 @@ class Placer:
         without this, a class left in the way, a neighbour to be moved, or
         a stopped sharer's ways inside the PMD span (case 7) would make
         it refuse with "Not enough room".  :meth:`enforce` then writes the
-        decided masks and the whole PMD COS."""
+        decided masks and the whole PMD COS.  Both apply the claims'
+        plan, checked against resctrl as it is (:func:`placement.check`),
+        and never decide again: masks that break a rule now raise."""
         with self._lock, self.fs.locked():
             e = self._book.get(uuid)
             if e is None or not e.reservation.masks:
@@ -475,8 +453,7 @@ class Placer:
             view = self._collect(self.fs)
             owners, host, reservations, groups = self._inputs(view)
             reservations[uuid] = e.reservation
-            plan = placement.place(host, reservations, groups,
-                                   e.reservation, compaction=False)
+            plan = placement.check(host, reservations, groups)
             moving = bool(self._class_moves or self._instance_moves)
             self._write_moves(owners, plan)
             if owners.pmd is not None and self.pmd_cos:
@@ -541,8 +518,7 @@ class Placer:
                     f"libvirt made no resctrl group for {e.domain}")
             # The reservation's decided masks, not the ones libvirt chose.
             reservations[uuid] = e.reservation
-            plan = placement.place(host, reservations, groups,
-                                   e.reservation, compaction=False)
+            plan = placement.check(host, reservations, groups)
             # Moves are written before libvirt allocates (make_room); one
             # still pending (a start the driver did not make) goes first.
             if self._class_moves or self._instance_moves:

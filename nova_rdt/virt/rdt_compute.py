@@ -9,8 +9,10 @@ short delegations to it.  It owns:
   whose resctrl goes away offers none until it is back
   (doc/source/recovery.rst);
 * the host's published state (``rdt`` stat and ``CUSTOM_RDT_*`` traits);
-* each domain's RDT elements, planned against live resctrl plus every
-  reservation, with positions decided by :mod:`nova_rdt.virt.placer`;
+* each domain's RDT elements, decided once before its config is built
+  (:meth:`RdtCompute.decide_guest`, from the driver's ``_get_guest_xml``)
+  against live resctrl plus every reservation, with positions decided by
+  :mod:`nova_rdt.virt.placer`, then only rendered into the config;
 * the write of the decided masks while a new domain is paused.
 """
 
@@ -67,6 +69,16 @@ def _precheck_error(reason: str) -> exception.MigrationPreCheckError:
         reason=f"{reason} ({CONF.host} refuses the incoming instance)")
 
 
+@dataclasses.dataclass(frozen=True)
+class GuestDecision:
+    """One domain's RDT, decided once before its config is built."""
+
+    request: spec.RdtRequest | None
+    demand: planner.Demand
+    state: hoststate.HostRdtState
+    plan: placement.Plan
+
+
 class RdtCompute:
     """The RDT state and decisions of one nova-compute."""
 
@@ -98,6 +110,8 @@ class RdtCompute:
         # Live migrations reserved here and not arrived yet: their decided
         # masks are published for the source (INCOMING_STAT).
         self._incoming: set[str] = set()
+        # decide_guest's decisions, until the config they go into is built.
+        self._decisions: dict[str, GuestDecision] = {}
 
     # -- host preparation ----------------------------------------------
 
@@ -159,7 +173,8 @@ class RdtCompute:
         self.placer = placer_mod.Placer(
             fs, self.classes, settings.reserved_host_ways,
             settings.pmd_shared_ways, settings.pmd_cos,
-            compaction=CONF.rdt.compaction, collect=host_context.collect)
+            compaction=CONF.rdt.compaction, collect=host_context.collect,
+            monitor_rdt=CONF.rdt.monitor_default in ("all", "rdt"))
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
@@ -438,16 +453,21 @@ class RdtCompute:
                 "rdt": request is not None}[CONF.rdt.monitor_default]
 
 
-    def extend_guest(self, guest, instance):
+    def decide_guest(self, instance) -> None:
+        """The one decision for the domain about to be built: its demand
+        and the plan that reserves its ways, made before Nova builds the
+        config (the driver's ``_get_guest_xml``), so that building it has
+        no side effect.  Raises the refusal; :meth:`extend_guest` renders
+        what was decided."""
+        self._decisions.pop(instance.uuid, None)
         request = self.request(instance)
-        monitor_default = self.monitor_default(request)
-        if request is None and not monitor_default:
+        if request is None and not self.monitor_default(request):
             self.release(instance.uuid)
             return
         live = self.snapshot()
         if live is None:
             self._refuse_or_ignore(instance, request,
-                                       "this host has no resctrl (RDT)")
+                                   "this host has no resctrl (RDT)")
             return
         view, state, allocated = live
         try:
@@ -459,6 +479,17 @@ class RdtCompute:
             self._refuse_or_ignore(instance, request, str(e))
             return
         failpoints.hit("driver.after_claim")
+        self._decisions[instance.uuid] = GuestDecision(request, d, state,
+                                                       plan)
+
+    def extend_guest(self, guest, instance):
+        """The domain's RDT elements and metadata, as
+        :meth:`decide_guest` decided them (nothing when it decided none)."""
+        decided = self._decisions.pop(instance.uuid, None)
+        if decided is None:
+            return
+        request, d, state, plan = (decided.request, decided.demand,
+                                   decided.state, decided.plan)
         caches, mems = guest_rdt.tunes(d, state)
         if caches or mems:
             guest.cputune = rdt_config.LibvirtConfigGuestRdtCPUTune.extending(
@@ -478,7 +509,6 @@ class RdtCompute:
         LOG.info("nova-rdt: vCPUs %s get L3 %s, MB %s, monitor %s",
                  sorted(d.vcpus), dict(d.cache), dict(d.mb), d.monitor,
                  instance=instance)
-
 
     def decide(self, instance, request, topology, state, allocated,
                host_cells, refuse, dry_run=False, view=None):

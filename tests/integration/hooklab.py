@@ -18,7 +18,7 @@ def managed_domain(lab, name: str, cache_kib: int | None = None,
                    vcpus: int = 1,
                    mb: list[tuple[int, int, str]] | None = None,
                    nova: tuple[str, str] | None = None,
-                   cache_id: int = 0) -> str:
+                   cache_id: int = 0, ways: int | None = None) -> str:
     """A diskless domain with nova-rdt's metadata, as the driver writes it
     (without decided masks, as an older nova-rdt wrote it: the hook then
     places it); ``nova`` = (display name, flavor) adds Nova's own
@@ -28,6 +28,8 @@ def managed_domain(lab, name: str, cache_kib: int | None = None,
     meta.pmd_share = pmd_share
     meta.rdt_class = rdt_class
     meta.mb = mb or []
+    if ways:
+        meta.cache = [(cache_id, "both", ways)]
     tune = ""
     if cache_kib:
         cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"

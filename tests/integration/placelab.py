@@ -4,7 +4,7 @@
 :class:`~nova_rdt.virt.placer.Placer` on the lab's resctrl decides and
 reserves each boot's ways (``claim``), the domain carries ``<cachetune>``
 sizes and the decided masks in its nova-rdt metadata (as
-``driver._rdt_extend_guest`` writes them), and a start is the driver's
+``RdtCompute.extend_guest`` renders them), and a start is the driver's
 ``_create_guest``: ``virsh start --paused``, ``placer.enforce``, ``virsh
 resume``, under ``placer.starting()``.  Stop keeps the reservation;
 delete releases it.  The installed hook runs on every libvirt event.

@@ -14,7 +14,11 @@ enough room" otherwise).  After every step, for every probe request,
 compared with the compute's own decision (a dry-run claim): a pass the
 compute refuses is a late refusal and a reschedule, a refusal where it
 accepts is a No valid host while there is room.  Every start of an
-accepted boot must find its run in libvirt's allocator.
+accepted boot must find its run in libvirt's allocator.  Each verdict
+is taken on two documents: an older compute's (its rooms) and the one
+with the claim's solver input, which RDTFilter answers with the claim.
+The second instance of a multi-create is compared too, pinned guests
+where Nova's fit puts them next to the first.
 
 The resctrl side is held in memory (a :class:`HostView` per walk), so
 the whole run is pure and takes seconds.  ``NOVA_RDT_DIFF_TRIALS`` sets
@@ -204,6 +208,9 @@ def cache_cpus(ids):
             for cid in ids}
 
 
+_FIT = object()
+
+
 class Host:
     """One compute: resctrl in memory, its Placer and RdtCompute, and
     Nova's view of its NUMA cells."""
@@ -241,28 +248,46 @@ class Host:
 
     # The compute's two answers -------------------------------------------
 
-    def published(self) -> dict:
-        state = self.placer.published(self.fs.collect(), self.cache_cpus,
-                                      None, self.host_cells)
-        return state.to_stats()
+    def published(self, plan: bool = False) -> dict:
+        """What the compute publishes; ``plan``: with its claim's solver
+        input, as :meth:`Placer.published` hands it once the compute side
+        of issue 38 calls ``with_solver`` (the inputs are the claim's
+        own, ``Placer._inputs``, on the same walk).  The rooms the solver
+        answers on it are the ones the compute publishes today."""
+        view = self.fs.collect()
+        state = self.placer.published(view, self.cache_cpus, None,
+                                      self.host_cells)
+        if not plan:
+            # An older compute's document: its rooms, no solver input.
+            return dataclasses.replace(state, solver=None).to_stats()
+        _owners, host, book, groups = self.placer._inputs(view)
+        solved = state.with_solver(
+            host, book, groups, self.s.compaction,
+            monitor=rdt_compute.RdtCompute.monitor_default(True))
+        assert {cid: c.solved for cid, c in solved.cache.items()} == \
+            {cid: c.solved for cid, c in state.cache.items()}
+        assert solved.classes == state.classes
+        return solved.to_stats()
 
-    def decide(self, boot: Boot, uuid: str, dry_run: bool):
-        """RdtCompute's own decision (spawn's extend_guest path)."""
+    def decide(self, boot: Boot, uuid: str, dry_run: bool,
+               topology=_FIT):
+        """RdtCompute's own decision (spawn's extend_guest path), on
+        ``topology`` (default: Nova's fit on this host)."""
         view = self.fs.collect()
         state = self.placer.state_of(view, self.cache_cpus, None,
                                      self.host_cells)
         allocated = naming.LibvirtMachines(
             g.name for g in view.groups if g.kind == "ctrl")
         inst = Instance(uuid, f"instance-{uuid}", boot.vcpus,
-                        boot.fitted(self))
+                        boot.fitted(self) if topology is _FIT else topology)
         return self.rc.decide(inst, boot.request(), inst.numa_topology,
                               state, allocated, self.host_cells,
                               exception.ComputeResourcesUnavailable,
                               dry_run=dry_run, view=view)
 
-    def accepts(self, boot: Boot) -> tuple[bool, str]:
+    def accepts(self, boot: Boot, topology=_FIT) -> tuple[bool, str]:
         try:
-            self.decide(boot, "probe", dry_run=True)
+            self.decide(boot, "probe", dry_run=True, topology=topology)
         except (planner.CannotHonour,
                 exception.ComputeResourcesUnavailable) as e:
             return False, str(e)
@@ -422,9 +447,10 @@ class Boot:
 _LOADS = itertools.count()
 
 
-def filter_passes(host: Host, boot: Boot, stats=None) -> bool:
+def filter_passes(host: Host, boot: Boot, stats=None,
+                  plan: bool = False) -> bool:
     hs = host_manager.HostState("h", "h", "cell")
-    hs.stats = stats if stats is not None else host.published()
+    hs.stats = stats if stats is not None else host.published(plan)
     hs.num_instances = 0
     hs.numa_topology = host.numa
     hs.limits = {}
@@ -450,17 +476,24 @@ def probes(rng: random.Random, host: Host, k: int) -> list[Boot]:
     return [random_boot(rng, host) for _ in range(k)]
 
 
-def multi_create(host: Host, boot: Boot, stats: dict) -> tuple[bool, bool]:
+def multi_create(host: Host, boot: Boot, stats: dict
+                 ) -> tuple[bool, bool] | None:
     """The second instance of a two-instance request, after the first
-    went to this host: (the filter passes it, the compute accepts it).
+    went to this host: (the filter passes it, the compute accepts it);
+    None where Nova's NUMA fit refuses either (not RDT's business).
 
     The filter runs in Nova's loop (filter, consume, filter again); the
-    compute claims the first for real, then asks for the second, and the
-    first's reservation is given back."""
+    compute claims the first for real where Nova's fit put it, then asks
+    for the second where Nova's fit puts it next to the first (its pCPUs
+    taken), and the first's reservation is given back."""
+    numa = boot.topology() is not None and host.numa is not None
+    if numa and boot.fitted(host) is None:
+        return None
     hs = host_manager.HostState("h", "h", "cell")
     hs.stats = stats
     hs.num_instances = 0
-    hs.numa_topology, hs.limits, hs.pci_stats = None, {}, None
+    hs.numa_topology = host.numa.obj_clone() if numa else None
+    hs.limits, hs.pci_stats = {}, None
     hs.free_ram_mb = hs.total_usable_ram_mb = 1 << 20
     hs.free_disk_mb = 1 << 30
     hs.vcpus_total, hs.vcpus_used = 1024, 0
@@ -474,14 +507,22 @@ def multi_create(host: Host, boot: Boot, stats: dict) -> tuple[bool, bool]:
     except exception.NoValidHost:
         return False, False
     hs.consume_from_request(spec_obj)
+    first = spec_obj.numa_topology if numa else _FIT
+    second = _FIT
+    if numa:
+        second = hardware.numa_fit_instance_to_host(hs.numa_topology,
+                                                    boot.topology(),
+                                                    provider_mapping=None)
+        if second is None:
+            return None
     f.run_filter_for_index(1)
     passes = bool(f.filter_all([hs], spec_obj))
     try:
-        host.decide(boot, "first", dry_run=False)
+        host.decide(boot, "first", dry_run=False, topology=first)
     except (planner.CannotHonour, exception.ComputeResourcesUnavailable):
         return passes, False
     try:
-        accepts, _why = host.accepts(boot)
+        accepts, _why = host.accepts(boot, topology=second)
     finally:
         host.placer.release("first")
     return passes, accepts
@@ -494,6 +535,7 @@ class Tally:
     late: list = dataclasses.field(default_factory=list)    # pass, refuse
     early: list = dataclasses.field(default_factory=list)   # refuse, accept
     multi: int = 0              # second instances of a multi-create
+    multi_pinned: int = 0       # of them pinned where Nova's fit put them
     multi_late: list = dataclasses.field(default_factory=list)
     multi_early: list = dataclasses.field(default_factory=list)
     starts: int = 0
@@ -515,19 +557,29 @@ def compare(host: Host, boot: Boot, t: Tally, where: str,
 
 
 def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
-              k: int = 6, multi: bool = False) -> None:
+              k: int = 6, multi: bool = False, plan: bool = False) -> None:
     rng = random.Random(seed)
     host = Host(random_setup(rng), tmp_root)
     for step in range(steps):
         t.states += 1
-        stats = host.published()        # what the scheduler reads now
+        stats = host.published(plan)    # what the scheduler reads now
         for boot in probes(rng, host, k):
             compare(host, boot, t, f"seed {seed} step {step}", stats)
+        verdicts = None
         if multi:
-            boot = dataclasses.replace(random_boot(rng, host), numa=False,
-                                       pinned=False)
-            passes, accepts = multi_create(host, boot, stats)
+            boot = random_boot(rng, host)
+            if not plan:
+                # An older compute's rooms judge a request's earlier
+                # instances on their whole host cells (planner.taken has
+                # no pinning): on hosts with several L3s per cell that
+                # refuses pinned multi-creates the claim accepts, which
+                # the solver input ends.
+                boot = dataclasses.replace(boot, numa=False, pinned=False)
+            verdicts = multi_create(host, boot, stats)
+        if verdicts is not None:
+            passes, accepts = verdicts
             t.multi += 1
+            t.multi_pinned += boot.pinned and host.numa is not None
             if passes and not accepts:
                 t.multi_late.append((seed, step, host.s, boot))
             elif accepts and not passes:
@@ -553,12 +605,20 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
             return
 
 
-def test_the_filter_and_the_compute_never_disagree(tmp_path):
+# The two documents a filter reads: the rooms an older compute publishes,
+# and the claim's solver input.
+DOCS = pytest.mark.parametrize("plan", [False, True],
+                               ids=["rooms", "solver-input"])
+
+
+@DOCS
+def test_the_filter_and_the_compute_never_disagree(tmp_path, plan):
     trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120"))
     t = Tally()
     for seed in range(trials):
-        run_trial(seed, str(tmp_path), t)
-    print(f"\ndifferential: {trials} hosts, {t.states} states, {t.pairs} "
+        run_trial(seed, str(tmp_path), t, plan=plan)
+    print(f"\ndifferential ({'solver input' if plan else 'rooms'}): "
+          f"{trials} hosts, {t.states} states, {t.pairs} "
           f"verdict pairs, {t.starts} starts; filter passes / compute "
           f"refuses: {len(t.late)}; filter refuses / compute accepts: "
           f"{len(t.early)}; libvirt found no run: {len(t.no_room)}")
@@ -588,7 +648,9 @@ def test_cause1_pmd_cos_off_with_shared_ways_is_refused_at_start():
     settings_mod.HookSettings(pmd_cos=False, pmd_shared_ways=0)
 
 
-def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path):
+@DOCS
+def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path,
+                                                              plan):
     host = _host(tmp_path, classes=("be:l3_ways=2", "gold:l3_ways=3"))
     first = host.boot(Boot(ways=2))
     assert host.boot(Boot(cls="be")) is not None
@@ -596,12 +658,14 @@ def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path):
     host.delete(first)
     gold = Boot(cls="gold")
     accepts, why = host.accepts(gold)
-    assert filter_passes(host, gold) == accepts, why
+    assert filter_passes(host, gold, plan=plan) == accepts, why
     assert accepts, why
     assert host.boot(gold) is not None
 
 
-def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path):
+@DOCS
+def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path,
+                                                               plan):
     """amd-epyc NPS1: one NUMA cell over four L3s.  A pinned guest uses
     only its pCPUs' L3, which Nova's pinning names."""
     host = _host(tmp_path, profile="amd-epyc",
@@ -618,10 +682,12 @@ def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path):
     host.start("filler")
     accepts, why = host.accepts(pinned)
     assert accepts, why
-    assert filter_passes(host, pinned)
+    assert filter_passes(host, pinned, plan=plan)
 
 
-def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path):
+@DOCS
+def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path,
+                                                               plan):
     """amd-epyc: free ways that are no run pass nothing: libvirt finds
     only contiguous runs.  Both refuse; with compaction a run is made
     and the start finds it."""
@@ -634,15 +700,17 @@ def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path):
         host.delete(booted[2])          # free: 2 ways and 3 ways, apart
         four = Boot(ways=4)
         accepts, _why = host.accepts(four)
-        assert filter_passes(host, four) == accepts == compaction
+        assert filter_passes(host, four, plan=plan) == accepts \
+            == compaction
         if compaction:
             assert host.boot(four) is not None       # libvirt found a run
 
 
 # -- what No valid host says -------------------------------------------------
 
+@DOCS
 def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
-        tmp_path):
+        tmp_path, plan):
     """One host without RDT and one without a free CLOS: the fault says
     what the RDT host lacks, in English."""
     host = _host(tmp_path, profile="e5-2658-v3", reserved=4)
@@ -650,7 +718,7 @@ def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
         assert host.boot(Boot(ways=2)) is not None
     boot = Boot(ways=2)
     rdt = host_manager.HostState("a", "a", "cell")
-    rdt.stats = host.published()
+    rdt.stats = host.published(plan)
     plain = host_manager.HostState("b", "b", "cell")
     plain.stats = {}
     for hs in (rdt, plain):
@@ -660,9 +728,13 @@ def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
     f.run_filter_for_index(0)
     with pytest.raises(exception.NoValidHost) as ctx:
         f.filter_all([plain, rdt], boot.spec_obj())
+    # The older document's words, or the compute claim's own.
+    why = ("no CLOS left for the new instance: the host's reservations "
+           "and classes would need 4 CLOS, and 3 are available") if plan \
+        else "no free CLOS left"
     assert str(ctx.value) == (
         "No valid host was found. RDTFilter: no host can give this "
-        "flavor's rdt: request: no free CLOS left")
+        f"flavor's rdt: request: {why}")
 
 
 # -- walks of resctrl per spawn ---------------------------------------------
@@ -683,17 +755,20 @@ def test_a_spawn_walks_resctrl_three_times(tmp_path, share):
     assert host.fs.walks - before == 3
 
 
-def test_a_multi_create_second_instance(tmp_path):
+@DOCS
+def test_a_multi_create_second_instance(tmp_path, plan):
     """The filter counts a request's earlier instances on the published
     document (as Nova's consume_from_request counts their RAM); the
     compute then places the next one, as it places the first."""
     trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120")) // 2
     t = Tally()
     for seed in range(trials):
-        run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True)
-    print(f"\nmulti-create: {t.multi} second instances; filter passes / "
+        run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True,
+                  plan=plan)
+    print(f"\nmulti-create: {t.multi} second instances ({t.multi_pinned} "
+          f"pinned next to the first); filter passes / "
           f"compute refuses: {len(t.multi_late)}; filter refuses / compute "
           f"accepts: {len(t.multi_early)}")
-    assert t.multi > 100
+    assert t.multi > 100 and (t.multi_pinned > 10 or not plan)
     assert not t.multi_late, t.multi_late[:3]
     assert not t.multi_early, t.multi_early[:3]

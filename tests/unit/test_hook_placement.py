@@ -10,11 +10,15 @@ itself (issue 33, case 13: one sharer used to fill the host).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
 from nova_rdt import naming
+from nova_rdt.hook import hookinput
+from nova_rdt.host.agent import Agent
 from nova_rdt.host import prep
+from nova_rdt.host.records import Records
 from nova_rdt.virt import config as rdt_config
 from tests.hook_host import HookHost
 from tests.hook_host import emulator_fixture
@@ -139,3 +143,78 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
         assert h.l3("nova-rdt-class-be")
     finally:
         h.clear()
+
+
+def _event(op, name, uuid, ways, share, decided=None):
+    m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
+    m.vcpus = {0}
+    m.pmd_share = share
+    m.cache = [(0, "both", ways), (1, "both", ways)]
+    if decided is not None:
+        m.masks = {(0, "both"): decided, (1, "both"): decided}
+    xml = (f"<domain type='kvm'><name>{name}</name><uuid>{uuid}</uuid>"
+           f"<metadata>{m.to_xml()}</metadata></domain>").encode()
+    return hookinput.parse([name, op, "begin", "-"], xml)
+
+
+def _stop(host, name, group):
+    """libvirt stops ``name``: its group goes, then 'release'."""
+    os.rmdir(os.path.join(host.root, group))
+    rec = next(r for r in Records(host.settings.state_path).all()[0]
+               if r.name == name)
+    Agent(host.settings).handle(_event("release", name, rec.uuid, 2, True))
+
+
+@pytest.mark.parametrize("decided", [None, 0x180])
+def test_prepare_takes_a_sharers_ways_out_of_the_pmd_cos(host, decided):
+    """Issue 38: s1 and s2 share next to the base, p1 fills the cache, s1
+    stops.  The PMD COS stays one run over s1's ways; libvirt's allocator
+    counts them as used, so a 2-way sharer started by hand found "Not
+    enough room".  'prepare' (before libvirt allocates) leaves them out
+    of the PMD COS, whether the domain carries its plan or not."""
+    s1 = host.start("s1", 2, chosen=0x00c, share=True)
+    host.start("s2", 3, chosen=0x01c, share=True)
+    host.start("p1", 2, chosen=0x00c)
+    assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
+    _stop(host, "s1", s1)
+    assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
+
+    uuid = "5739af97-f801-4ee1-ace0-5bcd858b3407"
+    agent = Agent(host.settings)
+    agent.handle(_event("prepare", "s3", uuid, 2, True, decided))
+    assert host.l3(PMD) == {0: 0x600, 1: 0x600}
+    # The start failed after all (libvirt runs 'release'): the PMD COS
+    # covers its sharers again.
+    agent.handle(_event("release", "s3", uuid, 2, True, decided))
+    assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
+
+    agent.handle(_event("prepare", "s3", uuid, 2, True, decided))
+    s3 = host.start("s3", 2, chosen=0x180, share=True, decided=decided)
+    assert host.l3(s3) == {0: 0x180, 1: 0x180}
+    assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
+
+
+def test_prepare_leaves_the_pmd_cos_alone_when_the_ways_are_free(host):
+    host.start("s1", 2, chosen=0x00c, share=True)
+    before = host.schemata(PMD)
+    Agent(host.settings).handle(_event(
+        "prepare", "s2", "5739af97-f801-4ee1-ace0-5bcd858b3407", 2, True))
+    assert host.schemata(PMD) == before
+
+
+def test_prepare_walks_resctrl_once(host, monkeypatch):
+    """'prepare' runs in the foreground of a start: one walk of resctrl
+    for the decision and the PMD COS's write."""
+    from nova_rdt.resctrl.groups import Resctrl
+
+    s1 = host.start("s1", 2, chosen=0x00c, share=True)
+    host.start("s2", 3, chosen=0x01c, share=True)
+    _stop(host, "s1", s1)
+    walks, groups = [], Resctrl.groups
+    monkeypatch.setattr(Resctrl, "groups",
+                        lambda self, *a, **kw: walks.append(1)
+                        or groups(self, *a, **kw))
+    Agent(host.settings).handle(_event(
+        "prepare", "s3", "5739af97-f801-4ee1-ace0-5bcd858b3407", 2, True))
+    assert host.l3(PMD) == {0: 0x600, 1: 0x600}
+    assert len(walks) == 1

@@ -116,3 +116,32 @@ def test_a_host_whose_state_dir_is_not_there_yet_still_waits(shim):
     assert len(os.listdir(incoming)) == 1
     run("vm", "started")
     assert len(calls()) == 1 and os.listdir(incoming) == []
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_prepare_of_a_nova_rdt_domain_runs_in_the_foreground(tmp_path, name):
+    """'prepare' makes room for a PMD sharer before libvirt allocates the
+    domain's ways: the shim waits for it, with the XML on its stdin.
+    Another domain's 'prepare' runs nothing (outside strict mode)."""
+    got = tmp_path / "stdin"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\ncat > '{got}'\n")
+    python.chmod(0o755)
+    path = tmp_path / "qemu"
+    path.write_text(install.render_shim(python=str(python),
+                                        state_path=str(tmp_path)))
+    path.chmod(0o755)
+    plain = ("<domain><metadata><nova-rdt:instance xmlns:nova-rdt="
+             "'http://openstack.org/xmlns/libvirt/nova-rdt/1.0'>"
+             "<nova-rdt:pmd-share>false</nova-rdt:pmd-share>"
+             "</nova-rdt:instance></metadata></domain>")
+    ours = plain.replace(">false<", ">true<")
+    for xml, runs in (("<domain/>", False), (plain, False), (ours, True)):
+        res = subprocess.run([str(path), name, "prepare", "begin", "-"],
+                             input=xml, capture_output=True, text=True,
+                             timeout=30, cwd=tmp_path)
+        assert res.returncode == 0 and res.stdout == "", res.stderr
+        # Written before the shim returned: the foreground.
+        assert got.exists() == runs
+    assert got.read_text() == ours + "\n"
+    assert not (tmp_path / "pwned").exists()

@@ -662,3 +662,31 @@ def test_case10_sharers_off_pmd_cache_ids_place_as_any_vm():
     both.boot("a", ways(6, ids=(1,)))
     with pytest.raises(pl.NoPlacement, match="L3 cache id 1"):
         both.boot("s", ways(2, ids=(1,)), share=True)
+
+
+# -- check: a start applies the claim's plan, never decides again ----------
+
+def test_check_keeps_the_placed_masks_and_decides_nothing():
+    host = fx.gold_6252()
+    a = pl.Reservation("a", ways(2), {L3: {0: run(2, 2), 1: run(2, 2)}})
+    s = pl.Reservation("s", ways(2), {L3: {0: run(7, 2), 1: run(7, 2)}},
+                       pmd_share=True)
+    later = pl.Reservation("later", ways(3))            # not placed
+    cls = pl.ClassGroup("be", ways(1))                  # no group yet
+    plan = pl.check(host, {"a": a, "s": s, "later": later}, {"be": cls})
+    assert plan.instances == {"a": a.masks, "s": s.masks}
+    assert plan.classes == {} and plan.moved == plan.moved_classes == ()
+    assert plan.pmd == {L3: {0: run(7, 4), 1: run(7, 4)}}
+
+
+def test_check_refuses_masks_that_break_a_rule_now():
+    host = fx.gold_6252()
+    a = pl.Reservation("a", ways(2), {L3: {0: run(2, 2), 1: run(2, 2)}})
+    # Where place() would put b elsewhere, check says why it cannot stay.
+    b = pl.Reservation("b", ways(2), {L3: {0: run(3, 2), 1: run(5, 2)}})
+    with pytest.raises(pl.InvalidState, match="cache id 0"):
+        pl.check(host, {"a": a, "b": b}, {})
+    # A non-sharer inside the PMD span.
+    c = pl.Reservation("c", ways(1), {L3: {0: run(9, 1), 1: run(9, 1)}})
+    with pytest.raises(pl.InvalidState):
+        pl.check(host, {"c": c}, {})

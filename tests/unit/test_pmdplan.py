@@ -289,3 +289,42 @@ def test_random_arrivals_and_departures(setup, steps, seed, rogue_pct):
             continue
         n += 1
         host.arrive(f"vm{n}", ways, sharing, rnd, roll < rogue_pct)
+
+
+# -- the planner decides the PMD COS the writer writes --------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(sparse=st.booleans(),
+       demands=st.lists(st.tuples(st.integers(1, 4), st.booleans()),
+                        min_size=1, max_size=6))
+def test_the_written_pmd_cos_is_the_planned_one(sparse, demands):
+    """Issue 38: one rule for the PMD COS.  After every claim the solver
+    accepts, :func:`pmdplan.plan_id` over the plan's masks (what the
+    compute and the hook write) gives the PMD COS the plan decided,
+    covering no one else's ways."""
+    host = placement.Host(
+        resources={"L3": placement.Resource(11, 1, sparse)},
+        ids={"L3": (0,)}, host_ways={"L3": {0: 0x3}},
+        pmd_base={"L3": {0: 0x600}}, pmd_ids=frozenset({0}), clos=15)
+    rules = pmdplan.CacheRules(11, 1, sparse)
+    book: dict[str, placement.Reservation] = {}
+    for i, (ways, sharer) in enumerate(demands):
+        new = placement.Reservation(f"u{i}", {"L3": {0: ways}},
+                                    pmd_share=sharer)
+        try:
+            plan = placement.place(host, book, {}, new)
+        except placement.NoPlacement:
+            continue
+        book = {u: placement.Reservation(u, r.ways, plan.instances[u],
+                                         pmd_share=r.pmd_share)
+                for u, r in {**book, new.uuid: new}.items()}
+        shares = {u: r.masks["L3"][0] for u, r in book.items()
+                  if r.pmd_share}
+        others = 0x3
+        for r in book.values():
+            if not r.pmd_share:
+                others |= r.masks["L3"][0]
+        written = pmdplan.plan_id(rules, 0x600, shares, others, 0x3)
+        assert written.mask == plan.pmd["L3"][0]
+        assert not written.dropped and not written.mask & others

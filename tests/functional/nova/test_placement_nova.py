@@ -13,6 +13,7 @@ import os
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client
+from nova.virt.libvirt import config as vconfig
 import pytest
 
 from nova_rdt import failpoints
@@ -388,3 +389,34 @@ class TestLiveMigrationClaims(base.RdtMigrationTestBase, PlacementBase):
         self._migration_cut_at("migration.dest_claim")
         # No periodic task, no grace period: released by the failure.
         self.assertNotIn(self.server["id"], self.placer("rdt2"))
+
+
+class TestOneDecisionPerBuild(PlacementBase):
+    """Issue 38: the claim is made once, before Nova builds the domain's
+    config (the driver's ``_get_guest_xml``); building the config only
+    renders what was decided."""
+
+    def test_the_claim_precedes_the_config_which_decides_nothing(self):
+        self.start_rdt_compute("rdt1")
+        rdt = self.computes["rdt1"].driver.rdt
+        claims, seen = [], []
+        claim, extend = rdt.placer.claim, rdt.extend_guest
+
+        def counted(uuid, *a, **kw):
+            claims.append(uuid)
+            return claim(uuid, *a, **kw)
+
+        def spied(guest, instance):
+            seen.append((instance.uuid in rdt.placer, len(claims)))
+            extend(guest, instance)
+            # Built again (nothing decided for it now): nothing is added,
+            # nothing is claimed.
+            again = vconfig.LibvirtConfigGuest()
+            extend(again, instance)
+            seen.append((again.metadata, len(claims)))
+
+        rdt.placer.claim, rdt.extend_guest = counted, spied
+        server = self.boot(self.flavor(**{"rdt:l3_cache_ways": "2"}))
+        self.assertEqual([server["id"]], claims)
+        self.assertEqual([(True, 1), ([], 1)], seen)
+        self.assertEqual(self.decided(server), self.group_of("rdt1", server))

@@ -14,7 +14,6 @@ from unittest import mock
 import pytest
 
 from nova_rdt.allocation import hoststate
-from nova_rdt.allocation import planner
 from nova_rdt.scheduler import filter as rdt_filter
 from tests.functional.nova.test_rdt_nova import RdtNovaTestBase
 
@@ -29,7 +28,7 @@ class _ParseLog:
         self.seen: dict[str, list[str]] = collections.defaultdict(list)
         self.calls: collections.Counter = collections.Counter()
         self._real_summary = rdt_filter.host_summary
-        self._real_parse = planner.HostSummary.parse.__func__
+        self._real_read = rdt_filter._read
         self._host = None
 
     def host_summary(self, host_state):
@@ -41,9 +40,9 @@ class _ParseLog:
             seen.append(raw)
         return self._real_summary(host_state)
 
-    def parse(self, cls, raw):
+    def read(self, raw):
         self.parses[self._host] += 1
-        return self._real_parse(cls, raw)
+        return self._real_read(raw)
 
 
 class TestParsesPerHostUpdate(RdtNovaTestBase):
@@ -55,11 +54,13 @@ class TestParsesPerHostUpdate(RdtNovaTestBase):
         log = _ParseLog()
         # The cache is per process: start it empty, as a new scheduler
         # does (earlier tests published equal content for these hosts).
+        # Whichever document a compute publishes (its rooms, or its
+        # solver's input), the filter reads it in one place.
         with mock.patch.dict(rdt_filter._SUMMARIES, clear=True), \
+                mock.patch.dict(rdt_filter._PUBLISHED, clear=True), \
                 mock.patch.object(rdt_filter, "host_summary",
                                   log.host_summary), \
-                mock.patch.object(planner.HostSummary, "parse",
-                                  classmethod(log.parse)):
+                mock.patch.object(rdt_filter, "_read", log.read):
             # Requests that change nothing (10 ways: each host has 9 to
             # give, so none is built): Nova's HostManager reloads every
             # ComputeNode for each and HostState.update() hands each a new
