@@ -16,8 +16,8 @@ import pytest
 
 from nova_rdt import naming
 from nova_rdt.hook import hookinput
-from nova_rdt.host.agent import Agent
 from nova_rdt.host import prep
+from nova_rdt.host.agent import Agent
 from nova_rdt.host.records import Records
 from nova_rdt.virt import config as rdt_config
 from tests.hook_host import HookHost
