@@ -119,7 +119,7 @@ def test_onp_scenario_end_to_end(tmp_path, libvirt_cache):
     assert summary["bad_spec"].startswith("HTTP 400") and \
         "rdt:l3_cache_ways" in summary["bad_spec"]
     assert "No valid host" in summary["no_valid_host"]
-    assert any("CLOS" in r or "free run" in r
+    assert any("CLOS" in r or "free run" in r or "no room for" in r
                for r in summary["filter_reasons"]), summary
     html = (out / "report.html").read_text()
     assert 'id="emulation-note"' in html and "no hardware enforces" in html
