@@ -247,6 +247,19 @@ def choose_guest(mach: Machine) -> GuestChoice:
         f"<cachetune> and makes the groups", ready, tcg_for_kvm=True)
 
 
+def compute_dirs(base: str) -> tuple[str, str, str, list]:
+    """A compute's lab directories under ``base`` (etc, data, Nova's etc)
+    and the binds that show them at Nova's and nova-rdt's system paths in
+    its namespace."""
+    etc = os.path.join(base, "etc")
+    data = os.path.join(base, "data")
+    nova_etc = os.path.join(etc, "nova")
+    return etc, data, nova_etc, [
+        (nova_etc, nova_mod.CONF_DIR),
+        (os.path.join(etc, "nova-rdt"), os.path.dirname(HOOK_SETTINGS)),
+        (os.path.join(data, "nova-rdt"), STATE_PATH)]
+
+
 def _http_up(url: str) -> bool:
     try:
         urllib.request.urlopen(url, timeout=2).close()
@@ -284,15 +297,9 @@ class AllInOne:
             hook=None, pmd_cpu_mask=0x2,
             failure_log_dir=os.path.join(out_dir, "failure-logs"),
             libvirt_cache_dir=libvirt_cache_dir, log=self.say)
-        base = self.lab.base
-        self.etc = os.path.join(base, "etc")
-        self.data = os.path.join(base, "data")
-        self.nova_etc = os.path.join(self.etc, "nova")
-        self.lab.extra_binds = [
-            (self.nova_etc, nova_mod.CONF_DIR),
-            (os.path.join(self.etc, "nova-rdt"),
-             os.path.dirname(HOOK_SETTINGS)),
-            (os.path.join(self.data, "nova-rdt"), STATE_PATH),
+        self.etc, self.data, self.nova_etc, binds = compute_dirs(
+            self.lab.base)
+        self.lab.extra_binds = binds + [
             # libvirt reads a vhost-user interface's counters (Nova's
             # server diagnostics) with ovs-vsctl at its default database.
             (self.lab.ovs.run_dir, "/run/openvswitch")]

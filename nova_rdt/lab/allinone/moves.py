@@ -267,17 +267,9 @@ class Moves:
         dst = self.other(src)
 
         def cold(action: str):
-            def run():
-                problem = self._cmd(
-                    f"openstack --os-compute-api-version 2.56 server "
-                    f"migrate --host {dst} {name}")
-                if problem:
-                    return problem
-                s = self.wait_status(name, {"VERIFY_RESIZE"})
-                if s["status"] != "VERIFY_RESIZE":
-                    return f"status {s['status']} after migrate"
-                return self._cmd(f"openstack server resize {action} {name}")
-            return run
+            return lambda: self._verify_then(
+                name, f"openstack --os-compute-api-version 2.56 server "
+                      f"migrate --host {dst} {name}", action)
         self.check("cold migration, confirm", inst, src, dst,
                    time.monotonic(), cold("confirm"))
         src, dst = dst, src
@@ -422,15 +414,23 @@ class Moves:
                 return "; ".join(left) or None
             time.sleep(2)
 
-    def _resize(self, name: str, flavor: str) -> str | None:
-        problem = self._cmd(f"openstack server resize --flavor {flavor} "
-                            f"{name}")
+    def _verify_then(self, name: str, command: str,
+                     action: str) -> str | None:
+        """``command`` (a resize or a cold migration), then, once the
+        server waits in VERIFY_RESIZE, ``openstack server resize
+        <action>`` (confirm or revert)."""
+        problem = self._cmd(command)
         if problem:
             return problem
         s = self.wait_status(name, {"VERIFY_RESIZE"})
         if s["status"] != "VERIFY_RESIZE":
-            return f"status {s['status']} after resize"
-        return self._cmd(f"openstack server resize confirm {name}")
+            return f"status {s['status']} after `{command}`"
+        return self._cmd(f"openstack server resize {action} {name}")
+
+    def _resize(self, name: str, flavor: str) -> str | None:
+        return self._verify_then(
+            name, f"openstack server resize --flavor {flavor} {name}",
+            "confirm")
 
     def resize_plain(self, inst: Instance) -> None:
         src = self.where(inst)

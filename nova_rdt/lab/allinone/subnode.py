@@ -89,14 +89,10 @@ class Subnode:
             libvirt_cache_dir=cloud.libvirt_cache_dir, log=self._say,
             hostname=self.name)
         base = self.lab.base
-        self.etc = os.path.join(base, "etc")
-        self.data = os.path.join(base, "data")
-        self.nova_etc = os.path.join(self.etc, "nova")
-        self.lab.extra_binds = [
-            (self.nova_etc, nova_mod.CONF_DIR),
-            (os.path.join(self.etc, "nova-rdt"),
-             os.path.dirname(cloud_mod.HOOK_SETTINGS)),
-            (os.path.join(self.data, "nova-rdt"), cloud_mod.STATE_PATH),
+        self.etc, self.data, self.nova_etc, binds = cloud_mod.compute_dirs(
+            base)
+        # The machine's one OVS, as the first compute sees it.
+        self.lab.extra_binds = binds + [
             (cloud.lab.ovs.run_dir, "/run/openvswitch")]
         for src, _dst in self.lab.extra_binds:
             os.makedirs(src, exist_ok=True)
