@@ -39,12 +39,7 @@ class Host(HookHost):
     def start(self, name, ways, chosen, share=False, decided=None):
         """libvirt starts ``name`` with ``ways`` on both cache ids at its
         ``chosen`` mask; the hook's 'started' follows."""
-        m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
-        m.vcpus = {0}
-        m.pmd_share = share
-        m.cache = [(0, "both", ways), (1, "both", ways)]
-        if decided is not None:
-            m.masks = {(0, "both"): decided, (1, "both"): decided}
+        m = _meta(ways, share, decided)
         return self.launch(name, m, f"L3:0={chosen:x};1={chosen:x}\n")[1]
 
     def l3(self, name=""):
@@ -145,13 +140,20 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
         h.clear()
 
 
-def _event(op, name, uuid, ways, share, decided=None):
+def _meta(ways, share, decided=None):
+    """nova-rdt's metadata of a one-vCPU domain with ``ways`` on both
+    cache ids (and ``decided`` masks there, when given)."""
     m = rdt_config.LibvirtConfigGuestMetaNovaRdt()
     m.vcpus = {0}
     m.pmd_share = share
     m.cache = [(0, "both", ways), (1, "both", ways)]
     if decided is not None:
         m.masks = {(0, "both"): decided, (1, "both"): decided}
+    return m
+
+
+def _event(op, name, uuid, ways, share, decided=None):
+    m = _meta(ways, share, decided)
     xml = (f"<domain type='kvm'><name>{name}</name><uuid>{uuid}</uuid>"
            f"<metadata>{m.to_xml()}</metadata></domain>").encode()
     return hookinput.parse([name, op, "begin", "-"], xml)
