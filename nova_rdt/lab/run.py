@@ -41,6 +41,17 @@ from nova_rdt.lab import interrupt
 from nova_rdt.lab.demo import console
 
 
+def describe(exc: BaseException) -> str:
+    """A failure as one line for people: the lab's own errors say what
+    happened; anything else also says what it is (a bare KeyError prints
+    only its key)."""
+    from nova_rdt.lab.procs import LabError
+    text = str(exc)
+    if isinstance(exc, LabError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class LabRun:
     def __init__(self, scenario: str, out_dir: str,
                  say: console.Console | None = None,
@@ -128,7 +139,7 @@ class LabRun:
             if exc is not None and not isinstance(exc, Exception):
                 self.summary["interrupted"] = True
             elif exc is not None:
-                self.summary["error"] = str(exc)
+                self.summary["error"] = describe(exc)
         finally:
             interrupt.restore(self._old_signals or {})
         for fn in self.finishers:

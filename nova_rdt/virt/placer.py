@@ -100,6 +100,18 @@ class Placer:
         e = self._book.get(uuid)
         return e.reservation.masks if e else None
 
+    def lays_out(self, uuid: str) -> bool:
+        """Whether a start of ``uuid`` puts ways where a plan said: its
+        own decided masks, or its class's group, which the hook makes at
+        the planned masks.  Such starts are serialised (:meth:`starting`):
+        while one runs, libvirt's allocator takes the first free run for
+        a group it makes, which may be ways planned for another's class
+        group; the hook, finding them taken, would place the class
+        elsewhere, over another instance's decided ways."""
+        e = self._book.get(uuid)
+        return e is not None and bool(e.reservation.masks
+                                      or e.reservation.rdt_class)
+
     def class_masks(self, name: str) -> placement.PerId | None:
         return self._class_masks.get(name)
 

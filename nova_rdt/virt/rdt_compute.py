@@ -779,10 +779,11 @@ class RdtCompute:
     # -- starting domains ----------------------------------------------
 
     def decides(self, instance) -> bool:
-        """Whether a start of ``instance`` must wait for its masks."""
+        """Whether a start of ``instance`` must wait for its masks, or
+        be serialised with the starts that do (a class member: its
+        class group goes where the plan put it)."""
         return (self.enforce_on_create and self.placer is not None
-                and instance.uuid in self.placer
-                and bool(self.placer.masks_of(instance.uuid)))
+                and self.placer.lays_out(instance.uuid))
 
     @contextlib.contextmanager
     def starting(self, instance):

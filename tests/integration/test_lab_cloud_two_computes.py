@@ -46,9 +46,13 @@ def two(tmp_path_factory, libvirt_cache):
 
 def test_it_runs_and_leaves_nothing_behind(two):
     res, summary, _ = two
-    failed = [m for m in summary.get("moves", []) if m["ok"] is False]
-    assert res.returncode == 0, (failed, summary.get("race"),
-                                 res.stdout[-4000:], res.stderr[-2000:])
+    # What failed first, in full: pytest cuts a long message at 640
+    # characters, and the moves' table is in the report.
+    failed = "; ".join(f"{m['move']} ({m['kind']}): {m['detail']}"
+                       for m in summary.get("moves", []) if m["ok"] is False)
+    assert res.returncode == 0, (
+        f"{summary.get('error') or res.stderr[-1500:]} | failed moves: "
+        f"{failed or 'none'} | race: {summary.get('race')}")
     assert summary["ok"] is True
     assert summary["left_behind"] == []
 

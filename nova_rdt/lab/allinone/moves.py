@@ -25,6 +25,7 @@ import threading
 import time
 
 from nova_rdt.lab.allinone import hostview
+from nova_rdt.lab.procs import LabError
 
 #: The sharer's ways (and one more for the resize).
 SHARER_WAYS = 2
@@ -233,6 +234,13 @@ class Moves:
         self._each(insts, lambda i: self.check(
             "boot (--host)", i, a, a, time.monotonic(),
             lambda: self.boot(i, a)))
+        unbooted = [r for r in self.results if not r.ok]
+        if unbooted:
+            # Nothing to move: the moves would only fail after it, and
+            # hide the cause behind their own.
+            raise LabError("; ".join(
+                f"the {r.kind} did not boot on {a}: {r.detail}"
+                for r in unbooted))
         self._each(insts, self.journey)
         for inst in insts:
             self.refused(inst)

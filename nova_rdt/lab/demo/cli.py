@@ -156,7 +156,9 @@ def main(argv=None) -> int:
             return 130
         except Exception as e:
             LOG.exception("nova-rdt lab failed")
-            print(f"nova-rdt lab failed: {e} (details in {logs.path})",
+            from nova_rdt.lab.run import describe
+            print(f"nova-rdt lab failed: {describe(e)} (details in "
+                  f"{logs.path})",
                   file=sys.stderr)
             return 1
     return 0 if summary.get("ok") else 1
