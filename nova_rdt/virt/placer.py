@@ -582,7 +582,13 @@ class Placer:
         if pmd.degraded and keep_free is None:
             LOG.warning("nova-rdt: PMD COS cannot cover %s",
                         ", ".join(pmd.dropped))
-        self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
+        # The hook's 'started', which runs inside libvirt's start, has
+        # usually written the same by the same rule: then this is a check.
+        now = next((g.schemata for g in view.groups if g.name == owners.pmd),
+                   None)
+        if now is None or any(now.get(r) != dict(pmd.schemata.domains(r))
+                              for r in pmd.schemata.resources()):
+            self.fs.write_schemata(self.fs.group(owners.pmd), pmd.schemata)
         return pmd.schemata
 
 

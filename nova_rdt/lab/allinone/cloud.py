@@ -473,12 +473,16 @@ class AllInOne:
         # Before anything runs: a configuration the agent cannot work
         # with is refused here, naming the option.
         self.agent.check()
-        host = pool.submit(self._timed, "host lab (emulator, namespace, "
-                           "OVS-DPDK)", self._start_host)
         sub = self.subnode
         if sub:
-            # Before either namespace exists, so that both see the mount.
+            # Before either namespace exists: a namespace copies the
+            # mounts there are when it is made (private propagation), and
+            # one made first would see the plain directory.  Nova's shared
+            # storage check then fails and every live migration becomes a
+            # block migration (seen under load).
             self._timed("shared instances path", self._mount_shared)
+        host = pool.submit(self._timed, "host lab (emulator, namespace, "
+                           "OVS-DPDK)", self._start_host)
         host2 = (pool.submit(self._timed, "second compute's host lab",
                              sub.start_host) if sub else None)
         # The KVM probe boots a kernel for seconds: beside the rest.
@@ -516,6 +520,7 @@ class AllInOne:
                     self._start_dataplane)
         if host2:
             host2.result()
+            self._check_shared()
         # nova.conf names the lab's OVS: written once the host is up.
         self._configure_nova()
         chains += [*(pool.submit(self._chain, f"nova-manage {i}", chain)
@@ -863,6 +868,23 @@ class AllInOne:
                           30, f"mounted at {self.instances_path}")
         self._record("shared-instances", self.shared_fs,
                      mountpoint=self.instances_path, backing=backing)
+
+    def _check_shared(self) -> None:
+        """A file made through one compute's namespace is seen through
+        the other's, as Nova's shared storage check will ask: otherwise
+        live migrations silently become block migrations."""
+        probe = os.path.join(self.instances_path,
+                             f".shared-probe-{os.getpid()}")
+        self.lab.ns.run(["touch", probe])
+        try:
+            if self.subnode.lab.ns.run(["test", "-e", probe],
+                                       check=False).returncode != 0:
+                raise LabError(
+                    f"the second compute does not see the shared "
+                    f"instances path {self.instances_path}: its namespace "
+                    f"was made without the FUSE mount")
+        finally:
+            self.lab.ns.run(["rm", "-f", probe], check=False)
 
     def _unmount_shared(self) -> None:
         if self.shared_fs is None:
