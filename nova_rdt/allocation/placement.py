@@ -21,7 +21,7 @@ Rules, per (resource, id):
   masks: its group is libvirt's, which makes it from the ``<cachetune>``
   size at every start (a hard reboot, a start after a stop, a migration
   in) and finds only contiguous free runs
-  (virResctrlAllocFindUnusedCacheMask), "Not enough room" otherwise.
+  (virResctrlAllocFindUnused), "Not enough room" otherwise.
   The decided run is free when libvirt looks -- the start writes the
   moves first and keeps it out of the PMD COS (``Placer.make_room``) --
   so libvirt always finds a run, and the decided masks are written

@@ -24,7 +24,7 @@ def longest_run(mask: int) -> int:
     """The most ways in a row ``mask`` holds (0 for 0).
 
     libvirt makes a domain's group from its ``<cachetune>`` size and looks
-    only for contiguous free runs (virResctrlAllocFindUnusedCacheMask),
+    only for contiguous free runs (virResctrlAllocFindUnused),
     whatever ``sparse_masks`` says: the largest group it can make in free
     ways ``mask`` has this many ways."""
     return max((r.length for r in cbm.runs(mask)), default=0)
