@@ -249,6 +249,10 @@ def check_plan(host, reservations, classes, plan):
         for res, m in got.items():
             for cid, mask in m.items():
                 assert cbm.popcount(mask) == asked[res][cid]
+                # libvirt makes an instance's group from its size, on a
+                # contiguous free run only, even where masks may be
+                # sparse.
+                assert cbm.is_contiguous(mask), (uuid, res, cid, mask)
     for name in in_use:
         for res, m in classes[name].ways.items():
             for cid, n in m.items():

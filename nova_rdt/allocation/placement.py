@@ -17,6 +17,18 @@ Rules, per (resource, id):
 
 * every mask is one the kernel accepts: inside ``cbm_len``, at least
   ``min_bits`` ways, one run unless the resource allows sparse masks;
+* an instance's mask is one run even where the resource allows sparse
+  masks: its group is libvirt's, which makes it from the ``<cachetune>``
+  size at every start (a hard reboot, a start after a stop, a migration
+  in) and finds only contiguous free runs
+  (virResctrlAllocFindUnused), "Not enough room" otherwise.
+  The decided run is free when libvirt looks -- the start writes the
+  moves first and keeps it out of the PMD COS (``Placer.make_room``) --
+  so libvirt always finds a run, and the decided masks are written
+  over its choice before the guest runs.  Instances moved to make room
+  keep one run too: they will be libvirt's to make again at their next
+  start.  Only groups nova-rdt makes and writes itself, class groups and
+  the PMD COS, take scattered ways where the resource allows;
 * the host's ways (the root group's mask) are never given out;
 * instances that do not share with the PMDs, and class groups, are
   pairwise disjoint and disjoint from the PMD COS;
@@ -39,9 +51,11 @@ it does).
 
 How a position is chosen, per (resource, id).  The others stay where they
 are, so every window of the right size in the free ways is a candidate
-(under sparse masks, any free ways, contiguous ones preferred) and the
-search is exhaustive: a demand is refused only when no candidate is
-valid.  Among valid candidates the one that keeps most options open wins:
+(for a class group under sparse masks, when no window fits, scattered
+free ways) and the search is exhaustive: a demand is refused only when
+no candidate is valid, and on a sparse resource whose free ways number
+enough but hold no run the refusal says so.  Among valid candidates the
+one that keeps most options open wins:
 
 * a sharer goes where it widens the PMD span the least (into a hole a
   departed sharer left, or right next to the span), else into the
@@ -53,6 +67,9 @@ valid.  Among valid candidates the one that keeps most options open wins:
 With ``compaction``, a demand that the free ways hold in number but not
 in one run moves the fewest movable reservations that make room (never
 one with ``movable=False``, never a class group) and reports them.
+Without it, class groups in the way are still placed again (they are
+nova-rdt's own), which on a sparse resource gathers scattered free ways
+into a run wherever the class can take the scattered rest.
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ import itertools
 
 from nova_rdt import exception
 from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl import cbmrules
 
 # resource -> cache id -> a value (ways wanted, or a mask).
 PerId = Mapping[str, Mapping[int, int]]
@@ -258,6 +276,12 @@ class _Item:
     sharer: bool        # bound by the span rule here
     movable: bool = False
 
+    @property
+    def one_run(self) -> bool:
+        """Whether its group is libvirt's: made from a size, on a
+        contiguous free run only (see the module's docstring)."""
+        return self.kind == "instance"
+
     def __str__(self) -> str:
         if self.name == ROOM_PROBE:
             return "the new instance"
@@ -372,10 +396,9 @@ def _candidates(cache: _Cache, st: _State, item: _Item) -> list[int]:
             scored.append((_score(cache, st, item, x, free), x))
     scored.sort()
     out = [x for _, x in scored]
-    # An instance's group is libvirt's: it allocates from <cachetune>
-    # sizes and finds only contiguous free runs ("Not enough room"
-    # otherwise), so only nova-rdt's own class groups take scattered ways.
-    if not out and r.sparse and item.kind == "class":
+    # Only the windows for a group libvirt makes (the module's rule);
+    # nova-rdt's own class groups take scattered ways when no window fits.
+    if not out and r.sparse and not item.one_run:
         pick = _sparse_pick(free, n, r)
         if pick is not None and _conflict(cache, st, item, pick) is None:
             out.append(pick)
@@ -436,7 +459,28 @@ def _solve(cache: _Cache, st: _State, items: Sequence[_Item],
     """Masks for ``items`` on top of ``st``, each taking its best
     candidate unless that leaves a later one no room (depth first, with
     the failed states remembered); None when no combination exists.
-    ``budget`` (a one-element counter) raises _GaveUp when spent."""
+    ``budget`` (a one-element counter) raises _GaveUp when spent.
+
+    On a sparse resource the groups that need a run go first: the class
+    groups after them can take any valid scattered ways that are left,
+    and only their windows and one scattered pick are candidates, so a
+    class tried first could sit in the only run an instance can use.
+    """
+    order = list(range(len(items)))
+    if cache.rules.sparse:
+        order.sort(key=lambda i: not items[i].one_run)
+    ordered = [items[i] for i in order]
+    sol = _solve_in_order(cache, st, ordered, budget)
+    if sol is None:
+        return None
+    out = [0] * len(items)
+    for i, x in zip(order, sol):
+        out[i] = x
+    return out
+
+
+def _solve_in_order(cache: _Cache, st: _State, items: Sequence[_Item],
+                    budget: list[int] | None) -> list[int] | None:
     failed: set[tuple[int, int, int, int]] = set()
     out: list[int] = []
 
@@ -488,7 +532,14 @@ def _refusal(cache: _Cache, st: _State, todo: Sequence[_Item]) -> str:
     if item.ways < r.min_bits:
         return f"{where}: masks need at least {r.min_bits} ways"
     cover = _pmd_cover(cache, st.want)
-    runs = ", ".join(str(x) for x in cbm.runs(_free_for(cache, st, item)))
+    free = _free_for(cache, st, item)
+    runs = ", ".join(str(x) for x in cbm.runs(free))
+    if r.sparse and item.one_run and cbm.popcount(free) >= item.ways \
+            and cbmrules.longest_run(free) < item.ways:
+        # The kernel would take these ways scattered; libvirt would not.
+        where += (f": {_ways_text(cbm.popcount(free))} free, but no "
+                  f"contiguous run of {item.ways}: libvirt allocates a "
+                  f"contiguous run")
     out = f"{where}; free runs {runs or 'none'}"
     if item.sharer and cover and not r.sparse:
         out += (f"; a PMD sharer must keep the PMD COS ({cover:#x}) one "
@@ -747,8 +798,10 @@ def _place_cache(cache: _Cache, book: Mapping[str, Reservation],
     st = _build(cache, fixed)
     for item in last:
         x = _mask(prefer, res, cid)
-        if x is not None and _conflict(cache, st, item, x) is None:
-            # A restart keeps its place.
+        # A restart keeps its place where libvirt can make it again: a
+        # scattered mask (written by something else) is placed afresh.
+        if x is not None and cbm.is_contiguous(x) \
+                and _conflict(cache, st, item, x) is None:
             fixed.append((item, x))
             st = st.add(item, x)
         else:

@@ -20,6 +20,16 @@ from nova_rdt.resctrl import cbm
 Lines = Mapping[str, Mapping[int, int]]
 
 
+def longest_run(mask: int) -> int:
+    """The most ways in a row ``mask`` holds (0 for 0).
+
+    libvirt makes a domain's group from its ``<cachetune>`` size and looks
+    only for contiguous free runs (virResctrlAllocFindUnused),
+    whatever ``sparse_masks`` says: the largest group it can make in free
+    ways ``mask`` has this many ways."""
+    return max((r.length for r in cbm.runs(mask)), default=0)
+
+
 def span(mask: int) -> int:
     """The smallest contiguous mask covering ``mask`` (0 for 0)."""
     if not mask:

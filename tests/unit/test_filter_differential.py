@@ -96,6 +96,7 @@ class MemFs:
         # name -> (schemata: resource -> id -> mask, cpus)
         self.groups: dict[str, tuple[dict, tuple]] = {}
         self.walks = 0
+        self.picked: dict[str, dict] = {}   # libvirt's choice per group
 
     def resources(self):
         return [r for r in ("L3", "L3CODE", "L3DATA") if r in self.caps.cache]
@@ -140,6 +141,15 @@ class MemFs:
         self.groups[name] = ({r: dict(m) for r, m in masks.items()},
                              tuple(cpus))
 
+    def used(self, res, cid) -> int:
+        """virResctrlAllocGetUnused's "used": the default group's ways
+        and every other control group's, whoever owns it (the PMD COS,
+        nova-rdt's class groups, other domains')."""
+        used = 0
+        for sch, _ in self.groups.values():
+            used |= sch.get(res, {}).get(cid, 0)
+        return used
+
     def libvirt_allocate(self, name, ways) -> None:
         """virResctrlAllocFindUnused: per named cache, the smallest free
         run that fits, lowest ways first; the root's mask elsewhere."""
@@ -151,10 +161,7 @@ class MemFs:
                 if not n:
                     masks.setdefault(res, {})[cid] = root[res][cid]
                     continue
-                used = 0
-                for sch, _ in self.groups.values():
-                    used |= sch.get(res, {}).get(cid, 0)
-                free = cbm.full_mask(self.cbm_len()) & ~used
+                free = cbm.full_mask(self.cbm_len()) & ~self.used(res, cid)
                 fits = [r for r in cbm.runs(free) if r.length >= n]
                 if not fits:
                     raise NotEnoughRoom(f"Not enough room for {n} ways of "
@@ -162,6 +169,7 @@ class MemFs:
                 best = min(fits, key=lambda r: (r.length, r.start))
                 masks.setdefault(res, {})[cid] = cbm.Run(best.start, n).mask
         self.put(name, masks)
+        self.picked[name] = masks
 
 
 class NotEnoughRoom(Exception):
@@ -182,9 +190,11 @@ class Setup:
     cells: dict | None      # host cell -> cache ids; None: no NUMA
 
 
-def random_setup(rng: random.Random) -> Setup:
-    profile = rng.choice(["gold-6252", "gold-6252", "e5-2658-v3",
-                          "gold-6252-cdp", "amd-epyc"])
+def random_setup(rng: random.Random, profile: str | None = None) -> Setup:
+    """``profile``: this one instead of a random one."""
+    drawn = rng.choice(["gold-6252", "gold-6252", "e5-2658-v3",
+                        "gold-6252-cdp", "amd-epyc"])
+    profile = profile or drawn
     reserved = 4 if profile == "e5-2658-v3" else 2
     pmd_cos = rng.random() < 0.6
     pmd_ways = rng.choice([0, 2]) if pmd_cos else 0
@@ -243,6 +253,7 @@ class Host:
                 for cell, cids in s.cells.items()}
             self.numa = nova_numa(self.host_cells)
         self.domains: dict[str, tuple[str, Boot]] = {}   # uuid -> domain
+        self.one_run_starts = 0     # cache ids a start found its run on
         self.running: set[str] = set()
         self.n = itertools.count(1)
 
@@ -316,6 +327,15 @@ class Host:
             if ways and any(ways.values()):
                 sizes = {r: {c: bin(m).count("1") for c, m in per.items()}
                          for r, per in ways.items()}
+                # The decided masks are one run each, free for libvirt's
+                # allocator now that the room is made (sparse masks or
+                # not): it finds a run, whichever it picks.
+                for res, per in ways.items():
+                    for cid, mask in per.items():
+                        assert cbm.is_contiguous(mask), (uuid, res, cid)
+                        assert not mask & self.fs.used(res, cid), \
+                            (uuid, res, cid, mask)
+                        self.one_run_starts += 1
                 self.fs.libvirt_allocate(f"qemu-{next(self.n)}-{domain}-"
                                          f"vcpus_0", sizes)
                 _group, seen = self.placer.enforce_seen(uuid)
@@ -540,6 +560,7 @@ class Tally:
     multi_early: list = dataclasses.field(default_factory=list)
     starts: int = 0
     no_room: list = dataclasses.field(default_factory=list)
+    no_run: int = 0             # refusals for free ways in no one run
 
 
 def compare(host: Host, boot: Boot, t: Tally, where: str,
@@ -550,6 +571,7 @@ def compare(host: Host, boot: Boot, t: Tally, where: str,
     passes = filter_passes(host, boot, stats)
     accepts, why = host.accepts(boot)
     t.pairs += 1
+    t.no_run += "no contiguous run" in why
     if passes and not accepts:
         t.late.append((where, host.s, boot, why))
     elif accepts and not passes:
@@ -557,9 +579,10 @@ def compare(host: Host, boot: Boot, t: Tally, where: str,
 
 
 def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
-              k: int = 6, multi: bool = False, plan: bool = False) -> None:
+              k: int = 6, multi: bool = False, plan: bool = False,
+              profile: str | None = None) -> Host:
     rng = random.Random(seed)
-    host = Host(random_setup(rng), tmp_root)
+    host = Host(random_setup(rng, profile), tmp_root)
     for step in range(steps):
         t.states += 1
         stats = host.published(plan)    # what the scheduler reads now
@@ -602,7 +625,8 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
                     t.starts += 1
         except NotEnoughRoom as e:
             t.no_room.append((f"seed {seed} step {step}", host.s, str(e)))
-            return
+            return host
+    return host
 
 
 # The two documents a filter reads: the rooms an older compute publishes,
@@ -623,6 +647,32 @@ def test_the_filter_and_the_compute_never_disagree(tmp_path, plan):
           f"refuses: {len(t.late)}; filter refuses / compute accepts: "
           f"{len(t.early)}; libvirt found no run: {len(t.no_room)}")
     assert t.pairs > 1000
+    assert not t.late, t.late[:3]
+    assert not t.early, t.early[:3]
+    assert not t.no_room, t.no_room[:3]
+
+
+@DOCS
+def test_sparse_hosts_agree_and_every_start_finds_its_run(tmp_path, plan):
+    """amd-epyc only (sparse masks): longer lives, so the free ways
+    fragment.  The filter and the claim agree, and every accepted claim
+    starts: its decided masks are one run each, free for libvirt's
+    allocator after make_room (asserted in Host.start)."""
+    trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120")) // 3
+    t = Tally()
+    one_run = 0
+    for seed in range(trials):
+        host = run_trial(20_000 + seed, str(tmp_path), t, steps=12, k=4,
+                         plan=plan, profile="amd-epyc")
+        one_run += host.one_run_starts
+    print(f"\nsparse ({'solver input' if plan else 'rooms'}): {trials} "
+          f"hosts, {t.pairs} verdict pairs, {t.starts} starts, {one_run} "
+          f"runs found, {t.no_run} refusals for free ways in no one "
+          f"run; filter passes / compute refuses: {len(t.late)}; "
+          f"filter refuses / compute accepts: {len(t.early)}; libvirt "
+          f"found no run: {len(t.no_room)}")
+    assert t.pairs > 300 and one_run > 100
+    assert t.no_run > 0         # the fragmented case happens
     assert not t.late, t.late[:3]
     assert not t.early, t.early[:3]
     assert not t.no_room, t.no_room[:3]
@@ -699,11 +749,33 @@ def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path,
         host.delete(booted[0])
         host.delete(booted[2])          # free: 2 ways and 3 ways, apart
         four = Boot(ways=4)
-        accepts, _why = host.accepts(four)
+        accepts, why = host.accepts(four)
         assert filter_passes(host, four, plan=plan) == accepts \
             == compaction
+        if not compaction:
+            assert "5 ways free, but no contiguous run of 4: libvirt " \
+                "allocates a contiguous run" in why, why
         if compaction:
             assert host.boot(four) is not None       # libvirt found a run
+
+
+def test_libvirt_picking_another_run_is_overwritten_with_the_decided_one(
+        tmp_path):
+    """amd-epyc: a stopped instance's kept ways (2-3) are free to
+    libvirt, whose best fit for a new 2-way instance is exactly there;
+    the claim decided 7-8, and the start writes 7-8 over libvirt's
+    choice before the guest runs."""
+    host = _host(tmp_path, profile="amd-epyc")
+    a = host.boot(Boot(ways=2))
+    assert host.boot(Boot(ways=3)) is not None
+    host.stop(a)
+    c = host.boot(Boot(ways=2))
+    decided = host.placer.masks_of(c)["L3"]
+    group = next(g for g in host.fs.groups if g.endswith(f"instance-{c}-"
+                                                          "vcpus_0"))
+    assert host.fs.picked[group]["L3"][0] == 0b1100          # libvirt's
+    assert decided[0] == 0b110000000                         # the plan's
+    assert host.fs.groups[group][0]["L3"] == dict(decided)
 
 
 # -- what No valid host says -------------------------------------------------

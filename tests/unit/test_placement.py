@@ -690,3 +690,98 @@ def test_check_refuses_masks_that_break_a_rule_now():
     c = pl.Reservation("c", ways(1), {L3: {0: run(9, 1), 1: run(9, 1)}})
     with pytest.raises(pl.InvalidState):
         pl.check(host, {"c": c}, {})
+
+
+# -- sparse masks: libvirt's groups are still one run (issue 38, cause 4) --
+
+def _sparse_one_id(**kw):
+    """A 16-way sparse L3 (amd-epyc's rules) with one cache id, the host
+    at ways 0-1 and no PMD COS."""
+    return fx.shape(16, ids=(0,), sparse=True, pmd_ids=None, **kw)
+
+
+def _fragmented():
+    """Free ways 2-3 and 7-9 (5 ways, no run of 4) between fixed VMs."""
+    book = fx.Book(fx.amd_epyc(pmd_ways=0, pmd_ids=None))
+    for uuid, n in (("a", 2), ("b", 3), ("c", 3), ("d", 4), ("e", 2)):
+        book.boot(uuid, ways(n, ids=(0,)))        # 2-3 4-6 7-9 10-13 14-15
+    book.delete("a")
+    book.delete("c")
+    return book
+
+
+def test_sparse_refusal_says_libvirt_needs_a_contiguous_run():
+    book = _fragmented()
+    with pytest.raises(pl.NoPlacement) as e:
+        book.boot("f", ways(4, ids=(0,)))
+    assert str(e.value) == (
+        "L3 cache id 0: no room for 4 ways of instance f: 5 ways free, "
+        "but no contiguous run of 4: libvirt allocates a contiguous run; "
+        "free runs 2@2(c), 3@7(380)")
+    # The scheduler's question gets the same answer: the longest run.
+    assert pl.room(book.host, book.reservations, book.classes, L3, 0) == 3
+    # Nothing movable: compaction says so too.
+    for uuid in ("b", "d", "e"):
+        book.reservations[uuid] = dataclasses.replace(
+            book.reservations[uuid], movable=False)
+    with pytest.raises(pl.NoPlacement) as e:
+        book.boot("f", ways(4, ids=(0,)), compaction=True)
+    assert "no contiguous run of 4: libvirt allocates" in str(e.value)
+    assert str(e.value).endswith("moving what may move makes no room "
+                                 "either")
+
+
+def test_sparse_compaction_moves_a_neighbour_into_one_run():
+    book = _fragmented()
+    assert pl.room(book.host, book.reservations, book.classes, L3, 0,
+                   compaction=True) == 5
+    plan = book.boot("f", ways(4, ids=(0,)), compaction=True)
+    assert plan.moved == ("b",)
+    # Moved instances keep one run: their group is libvirt's to make
+    # again at their next start.
+    for uuid in ("b", "f"):
+        assert cbm.is_contiguous(book.masks(uuid)[0]), book.masks(uuid)
+
+
+def test_sparse_a_class_in_the_way_goes_scattered_to_leave_a_run():
+    """The class group is nova-rdt's own, so it moves without
+    compaction; on a sparse cache it takes the scattered ways (2, 9-10)
+    so that the instance gets the run libvirt needs (5-8).  Tried
+    before the instance, its windows all split 5-10."""
+    host = _sparse_one_id()
+    cls = pl.ClassGroup("be", ways(3, ids=(0,)), {L3: {0: run(5, 3)}})
+    book = {
+        "x": pl.Reservation("x", ways(2, ids=(0,)), {L3: {0: run(3, 2)}},
+                            movable=False),
+        "y": pl.Reservation("y", ways(4, ids=(0,)), {L3: {0: run(11, 4)}},
+                            movable=False),
+        "m": pl.Reservation("m", {}, rdt_class="be"),
+    }
+    new = pl.Reservation("n", ways(4, ids=(0,)))
+    plan = pl.place(host, book, {"be": cls}, new)
+    assert plan.instances["n"] == {L3: {0: run(5, 4)}}
+    assert plan.classes["be"] == {L3: {0: run(9, 2) | run(2, 1)}}
+    assert plan.moved_classes == ("be",)
+    fx.check_plan(host, {**book, "n": new}, {"be": cls}, plan)
+
+
+def test_sparse_a_restart_does_not_keep_a_scattered_place():
+    """A kept mask libvirt could not make again (scattered, written by
+    something else) is placed afresh on a run."""
+    host = _sparse_one_id()
+    scattered = {L3: {0: run(2, 2) | run(6, 2)}}
+    r = pl.Reservation("r", ways(4, ids=(0,)), scattered)
+    plan = pl.place(host, {"r": r}, {}, r)
+    assert plan.instances["r"] == {L3: {0: run(2, 4)}}
+    # As a placed neighbour it stays where it is (resctrl holds it).
+    plan = pl.place(host, {"r": r}, {}, pl.Reservation("n", ways(2, (0,))))
+    assert plan.instances["r"] == scattered
+    assert plan.instances["n"] == {L3: {0: run(4, 2)}}
+
+
+def test_non_sparse_refusal_is_unchanged():
+    """Where the kernel wants one run anyway, the free runs say it all."""
+    book = _case8_book()
+    with pytest.raises(pl.NoPlacement) as e:
+        book.boot("n", ways(4, ids=(0,)))
+    assert "contiguous" not in str(e.value)

@@ -29,6 +29,8 @@ from hypothesis import strategies as st
 import pytest
 
 from nova_rdt.allocation import placement as pl
+from nova_rdt.resctrl import cbm
+from nova_rdt.resctrl import cbmrules
 from tests import placement_fixtures as fx
 
 SHAPES = {
@@ -172,6 +174,9 @@ COMPACT_SHAPES = {
     "gold-6252-pmd2": fx.gold_6252(pmd_ways=2),
     "gold-6252-pmd-off": fx.gold_6252(pmd_ways=0, pmd_ids=None),
     "gold-6252-cdp": fx.gold_6252_cdp(),
+    # Sparse masks (amd-epyc's 16 ways), one cache id to keep the
+    # exhaustive repacking quick.
+    "sparse-16": fx.shape(16, ids=(0,), pmd_ways=2, sparse=True),
 }
 
 
@@ -254,6 +259,95 @@ def test_compaction_moves_the_fewest_on_a_small_cache(data):
                                          book.classes, book.plan, new,
                                          set(fewer)), (plan.moved, fewer)
         book.apply(plan, new)
+
+
+# -- sparse masks: what libvirt makes is one run (issue 38, cause 4) -------
+
+@st.composite
+def fragmented(draw):
+    """A sparse cache id cut into random segments: free, an instance's
+    (sharing with the PMDs or not, movable or not) or a class's."""
+    cbm_len = draw(st.integers(8, 16))
+    pmd_ways = draw(st.sampled_from([0, 2]))
+    host = fx.shape(cbm_len, ids=(0,), pmd_ways=pmd_ways,
+                    min_bits=draw(st.sampled_from([1, 1, 2])), sparse=True,
+                    pmd_ids=draw(st.sampled_from([{0}, None])))
+    rule = host.resources["L3"]
+    way, top = 2, cbm_len - pmd_ways
+    book, classes = {}, {}
+    while way < top:
+        n = draw(st.integers(rule.min_bits, 4))
+        if way + n > top:
+            break
+        kind = draw(st.sampled_from(["free", "free", "vm", "vm", "class"]))
+        masks = {"L3": {0: cbm.Run(way, n).mask}}
+        if kind == "vm":
+            uuid = f"vm{len(book)}"
+            book[uuid] = pl.Reservation(
+                uuid, {"L3": {0: n}}, masks,
+                pmd_share=host.pmd_ids is not None and draw(st.booleans()),
+                movable=draw(st.booleans()))
+        elif kind == "class" and len(classes) < 2:
+            name = f"c{len(classes)}"
+            classes[name] = pl.ClassGroup(name, {"L3": {0: n}}, masks)
+            book[f"m-{name}"] = pl.Reservation(f"m-{name}", {},
+                                               rdt_class=name)
+        way += n
+    # Mostly a few ways: as many as the pieces hold together, not in one.
+    n = draw(st.one_of(st.integers(2, 5),
+                       st.integers(1, fx.managed(host, "L3", 0))))
+    new = pl.Reservation("new", {"L3": {0: n}},
+                         pmd_share=draw(st.booleans()))
+    return host, book, classes, new
+
+
+@settings(max_examples=600)
+@given(case=fragmented(), compaction=st.booleans())
+def test_sparse_instances_get_a_run_or_a_refusal_that_says_why(case,
+                                                               compaction):
+    """On a sparse cache with its free ways in pieces, the new instance
+    is placed on one run (the checker asserts every instance's mask is
+    one), what moves is a movable instance (again on a run) or a class;
+    a refusal happens only when no window of its size exists with the
+    others where they are (and, with compaction, no repacking of the
+    movable ones makes one), and when the free ways number enough it
+    says that libvirt needs a contiguous run."""
+    host, book, classes, new = case
+    now = pl.release(host, book, classes, "")
+    try:
+        plan = pl.place(host, book, classes, new, compaction=compaction)
+    except pl.NoPlacement as e:
+        assert not isinstance(e, pl.InvalidState), e
+        event("refused")
+        assert not fx.placeable(host, book, classes, now, new)
+        if compaction:
+            assert not fx.repackable(host, book, classes, now, new)
+        why = str(e)
+        if "ways free, but no contiguous run" in why:
+            event("refused: no run")
+            free = int(why.split(": ")[2].split(" ")[0])
+            assert free >= new.ways["L3"][0]
+        return
+    event("moved" if plan.moved else "moved a class"
+          if plan.moved_classes else "placed")
+    fx.check_plan(host, {**book, "new": new}, classes, plan)
+    assert cbm.is_contiguous(plan.instances["new"]["L3"][0])
+    for uuid in plan.moved:
+        assert book[uuid].movable
+    if not compaction:
+        assert plan.moved == ()
+
+
+@settings(max_examples=200)
+@given(free=st.integers(0, (1 << 16) - 1))
+def test_longest_run_is_libvirts_largest_group(free):
+    """libvirt's allocator can make a group of n ways in ``free`` iff
+    some window of n ways lies in it."""
+    longest = cbmrules.longest_run(free)
+    fits = [n for n in range(1, 17)
+            if any(cbm.Run(s, n).mask & free == cbm.Run(s, n).mask
+                   for s in range(17 - n))]
+    assert longest == max(fits, default=0)
 
 
 def test_the_shapes_are_the_profiles():

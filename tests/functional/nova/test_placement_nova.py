@@ -12,12 +12,15 @@ import os
 
 from nova import context as nova_context
 from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
 from nova.virt.libvirt import config as vconfig
 import pytest
 
 from nova_rdt import failpoints
 from nova_rdt import naming
+from nova_rdt.allocation import placement
+from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import guest_rdt
@@ -262,6 +265,53 @@ class TestCompaction(PlacementBase):
                             state="ERROR")
         self.assertIn("RDTFilter", refused["fault"]["message"])
         self.assertEqual(0, self.placer("rdt1").compaction_moves)
+
+
+class TestSparseCache(PlacementBase):
+    """amd-epyc (issue 38, cause 4): the kernel takes sparse masks, but
+    libvirt makes an instance's group from its size on a contiguous free
+    run only.  Free ways in pieces are no room for an instance: refused
+    by the scheduler, saying why, not at start; with compaction a
+    neighbour moves, and libvirt's allocator finds the run."""
+
+    def _start(self):
+        self.start_rdt_compute(
+            "rdt1", profile="amd-epyc",
+            host_info=fakelibvirt.HostInfo(cpu_nodes=4, cpu_sockets=1,
+                                           cpu_cores=2, cpu_threads=1))
+
+    def test_free_ways_in_pieces_are_refused_then_compaction_makes_a_run(
+            self):
+        self._start()
+        servers = [self.boot(self.flavor(**{"rdt:l3_cache_ways": str(n)}))
+                   for n in (2, 3, 3, 4, 2)]      # 2-3 4-6 7-9 10-13 14-15
+        for s in (servers[0], servers[2]):
+            self._delete_server(s)                # free: 2-3 and 7-9
+        four = self.flavor(**{"rdt:l3_cache_ways": "4"})
+        refused = self.boot(four, state="ERROR")
+        self.assertIn("RDTFilter: no host can give this flavor's rdt: "
+                      "request: L3 cache id 0: no room for 4 ways",
+                      refused["fault"]["message"])
+        # The compute's own claim says why, as the planner does.
+        with self.assertRaises(placement.NoPlacement) as ctx:
+            self.placer("rdt1").claim(
+                "probe", "instance-probe",
+                {"L3": {cid: 4 for cid in range(4)}}, dry_run=True)
+        self.assertIn("5 ways free, but no contiguous run of 4: libvirt "
+                      "allocates a contiguous run", str(ctx.exception))
+        self.flags(compaction=True, group="rdt")
+        self.restart_compute_service("rdt1")
+        new = self.boot(four)
+        mine = self.group_of("rdt1", new)
+        self.assertEqual(self.decided(new), mine)
+        others = [self.group_of("rdt1", s) for s in servers
+                  if s not in (servers[0], servers[2])]
+        self.assertEqual(1, self.placer("rdt1").compaction_moves)
+        for cid, mask in mine.items():
+            self.assertTrue(cbm.is_contiguous(mask), hex(mask))
+            self.assertEqual(4, cbm.popcount(mask))
+            for other in others:
+                self.assertEqual(0, other[cid] & mask)
 
 
 class TestEnforceFailure(PlacementBase):
