@@ -40,6 +40,8 @@ import sys
 import threading
 import time
 
+from nova_rdt import exception
+
 ENV = "NOVA_RDT_FAILPOINTS"
 # Distinct from any exit status nova-rdt or Python gives on its own, so a
 # harness can tell "killed at the failpoint" from "failed".
@@ -114,7 +116,7 @@ REGISTRY: dict[str, str] = {
 }
 
 
-class FailpointError(RuntimeError):
+class FailpointError(exception.NovaRdtError, RuntimeError):
     """Raised by an armed failpoint; the message names it."""
 
     def __init__(self, name: str):
@@ -131,7 +133,7 @@ class FailpointDied(BaseException):
         self.name = name
 
 
-class FailpointConfigError(ValueError):
+class FailpointConfigError(exception.NovaRdtError, ValueError):
     """An arming value that does not parse; the message says where."""
 
 

@@ -30,6 +30,7 @@ import textwrap
 import warnings
 
 from nova_rdt import cliargs
+from nova_rdt import exception
 from nova_rdt.resctrl import capabilities as caps_mod
 
 PROG = "nova-rdt"
@@ -49,11 +50,11 @@ DEFAULT_NOVA_CONF_DIR = "/etc/nova/nova.conf.d"
 OWN_SECTIONS = ("rdt", "rdt_exporter", "rdt_controller")
 
 
-class CliError(ValueError):
+class CliError(exception.NovaRdtError, ValueError):
     """Bad input to a command; the message is the whole answer (exit 2)."""
 
 
-class Failure(RuntimeError):
+class Failure(exception.NovaRdtError, RuntimeError):
     """What the host could not do; the message is the whole answer
     (exit 1)."""
 

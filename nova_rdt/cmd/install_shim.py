@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 
+from nova_rdt import exception
 from nova_rdt.cmd import common
 
 # The first line marks a file as nova-rdt's, so that --uninstall and a
@@ -48,7 +49,7 @@ _PROBE_NOVA_ONLY = ("import json, nova.virt; "
                     "print(json.dumps(list(nova.virt.__path__)))")
 
 
-class ShimError(ValueError):
+class ShimError(exception.NovaRdtError, ValueError):
     """A target that cannot take the shim; the message is the answer."""
 
 

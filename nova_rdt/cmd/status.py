@@ -34,6 +34,7 @@ import sys
 import urllib.error
 import urllib.request
 
+from nova_rdt import exception
 from nova_rdt.cmd import common
 
 DRIVER = "rdt.LibvirtRDTDriver"
@@ -703,7 +704,7 @@ _ROLES_FROM = {"--role": "from --role",
                "nothing": "none configured: every check runs"}
 
 
-class _CheckCrashed(RuntimeError):
+class _CheckCrashed(exception.NovaRdtError, RuntimeError):
     pass
 
 

@@ -1,4 +1,11 @@
-"""nova-rdt's configuration options ([rdt] in nova.conf or nova-rdt.conf)."""
+"""nova-rdt's configuration options ([rdt] in nova.conf or nova-rdt.conf).
+
+``[rdt]`` and ``[rdt_exporter]`` are defined here; beside them:
+
+* ``controller``: ``[rdt_controller]``, the runtime resource manager's;
+* ``samples``: the configuration samples under ``etc/``, generated;
+* ``types``: option types oslo.config lacks (a float that must be finite).
+"""
 
 from oslo_config import cfg
 

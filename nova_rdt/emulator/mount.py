@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from nova_rdt import exception
 from nova_rdt.emulator import profiles as profiles_mod
 from nova_rdt.emulator import topology
 from nova_rdt.emulator import versions
@@ -48,7 +49,7 @@ def _unescape(field: str) -> str:
                   field)
 
 
-class EmulatorError(RuntimeError):
+class EmulatorError(exception.NovaRdtError, RuntimeError):
     pass
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from nova_rdt import exception
+
 U32_MAX = 0xFFFFFFFF
 PAGE_SIZE = 4096                # kernfs atomic_write_len for resctrl files
 STATUS_SIZE = 512               # last_cmd_status_buf[512]
@@ -19,7 +21,7 @@ LOCKSETUP = "pseudo-locksetup"
 LOCKED = "pseudo-locked"
 
 
-class KernelError(Exception):
+class KernelError(exception.NovaRdtError):
     def __init__(self, err: int):
         self.errno = err
         super().__init__(os.strerror(err))

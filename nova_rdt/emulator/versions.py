@@ -16,6 +16,8 @@ import dataclasses
 import os
 import re
 
+from nova_rdt import exception
+
 #: The releases the conformance catalogue and the library's tests run on.
 SUPPORTED = ("5.14", "5.15", "6.1", "6.8", "6.14", "6.16")
 OLDEST = (5, 14)
@@ -25,7 +27,7 @@ ENV = "NOVA_RDT_EMULATOR_KERNEL"
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:[.\-+~_].*)?\s*$")
 
 
-class VersionError(ValueError):
+class VersionError(exception.NovaRdtError, ValueError):
     pass
 
 

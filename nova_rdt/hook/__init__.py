@@ -1,8 +1,10 @@
 """The libvirt hook.
 
-``main`` is the entry point the ``libvirt_hooks/qemu`` shim execs,
-``hookinput`` reads libvirt's (hostile) input, ``install`` writes the
-shim and its resolved settings, and ``adopt`` finds running managed
-domains the hook has no record of, for reconcile.  What the hook does to
-resctrl is :mod:`nova_rdt.host`'s (its agent, records and settings).
+* ``adopt``: running managed domains without a record, for reconcile;
+* ``hookinput``: libvirt's hook input, read as hostile;
+* ``install``: writes the ``libvirt_hooks/qemu`` shim and its settings;
+* ``main``: the entry point the shim execs.
+
+What the hook does to resctrl is :mod:`nova_rdt.host`'s (its agent,
+records and settings).
 """

@@ -28,19 +28,23 @@ from nova_rdt.host import lifecycle
 from nova_rdt.host import pmdcos
 from nova_rdt.host import reconcile as reconcile_mod
 from nova_rdt.host import records as records_mod
-from nova_rdt.host.context import IsolationError
 from nova_rdt.host.events import HookEvent
-from nova_rdt.host.events import Managed
 from nova_rdt.host.pmdcos import pmd_cache_ids
 from nova_rdt.host.reconcile import ReconcileReport
 from nova_rdt.host.settings import HookSettings
 from nova_rdt.resctrl.groups import Resctrl
 
 # Imported from here by the hook, the commands, the driver and the lab.
-__all__ = ["Agent", "IsolationError", "ReconcileReport", "pmd_cache_ids"]
+__all__ = ["Agent", "ReconcileReport", "pmd_cache_ids"]
 
 
 class Agent:
+    """The agent's parts over one host, as its callers use them.
+
+    ``settings``, ``fs`` and ``records`` are read by reconcile's adoption
+    and the commands; the parts themselves stay private.
+    """
+
     def __init__(self, settings: HookSettings, fs: Resctrl | None = None,
                  records: records_mod.Records | None = None):
         """``fs`` and ``records`` default to direct access (the hook runs
@@ -51,41 +55,39 @@ class Agent:
                                 sysfs_cpu=settings.sysfs_cpu_root,
                                 lock_timeout=settings.lock_timeout)
         self.records = records or records_mod.Records(settings.state_path)
-        self.classes = rdtclass.parse_all(settings.classes)
         host = context.HostContext(settings, self.fs, self.records,
-                                   self.classes)
-        self.class_groups = classes_mod.ClassGroups(host)
-        self.pmd = pmdcos.PmdCos(host)
-        self.domain_group = domaingroup.DomainGroup(host)
-        self.lifecycle = lifecycle.DomainLifecycle(
-            host, self.domain_group, self.class_groups, self.pmd)
-        self.reconciler = reconcile_mod.Reconciler(host, self.class_groups,
-                                                   self.pmd)
+                                   rdtclass.parse_all(settings.classes))
+        class_groups = classes_mod.ClassGroups(host)
+        self._pmd = pmdcos.PmdCos(host)
+        self._lifecycle = lifecycle.DomainLifecycle(
+            host, domaingroup.DomainGroup(host), class_groups, self._pmd)
+        self._reconciler = reconcile_mod.Reconciler(host, class_groups,
+                                                    self._pmd)
 
     @property
     def last_pmd_plan(self) -> pmdplan.PmdPlan | None:
         """The plan of the last PMD COS sync, for ``nova-rdt pmd sync``."""
-        return self.pmd.last_plan
+        return self._pmd.last_plan
 
     # -- events ----------------------------------------------------------
 
     def handle(self, event: HookEvent) -> None:
-        self.lifecycle.handle(event)
+        self._lifecycle.handle(event)
 
     def started(self, event: HookEvent) -> None:
-        self.lifecycle.started(event)
-
-    def write_decided(self, name: str, holder: str, m: Managed) -> bool:
-        return self.domain_group.write_decided(name, holder, m)
+        """``started`` alone, for reconcile's adoption of a running domain
+        the hook has no record of (:mod:`nova_rdt.hook.adopt`)."""
+        self._lifecycle.started(event)
 
     # -- the PMD COS -----------------------------------------------------
 
     def sync_pmd(self, cores: set[int] | None = None,
-                 extra: tuple[records_mod.Record, ...] = (),
                  prepared_only: bool = False) -> str:
-        return self.pmd.sync(cores, extra, prepared_only=prepared_only)
+        """``nova-rdt pmd sync`` (``cores``: the PMD cores, asked of OVS
+        when not given)."""
+        return self._pmd.sync(cores, prepared_only=prepared_only)
 
     # -- reconcile -------------------------------------------------------
 
     def reconcile(self) -> ReconcileReport:
-        return self.reconciler.reconcile()
+        return self._reconciler.reconcile()

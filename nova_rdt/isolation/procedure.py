@@ -19,6 +19,7 @@ import dataclasses
 import time
 import typing
 
+from nova_rdt import exception
 from nova_rdt.isolation import cloud as cloud_mod
 from nova_rdt.isolation import tables as tables_mod
 
@@ -38,7 +39,7 @@ EMULATED_NOTE = (
     "a real measurement.")
 
 
-class IsolationError(Exception):
+class IsolationError(exception.NovaRdtError):
     """The procedure could not be carried out (the message says why)."""
 
 

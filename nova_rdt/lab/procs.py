@@ -15,11 +15,12 @@ import signal
 import subprocess
 import time
 
+from nova_rdt import exception
 from nova_rdt.host.procinfo import is_running
 from nova_rdt.host.procinfo import proc_start_time
 
 
-class LabError(RuntimeError):
+class LabError(exception.NovaRdtError, RuntimeError):
     """A lab component could not be started or stopped."""
 
 

@@ -4,9 +4,9 @@ nova-compute does not run as root; resctrl files and the hook's state
 directory are root's.  As in ``nova/privsep/``, the context is small and
 each entry point does one privileged write with plain values:
 
-* :mod:`nova_rdt.privsep.resctrl`: write a schemata, ``tasks`` or
-  ``cpus_list`` file, mkdir or rmdir a group;
-* :mod:`nova_rdt.privsep.state`: remove one of the hook's records.
+* ``opts``: the context's options, for the configuration reference;
+* ``resctrl``: write schemata, ``tasks`` or ``cpus_list``; mkdir, rmdir;
+* ``state``: remove one of the hook's records.
 
 Everything else (reading resctrl, planning, the resctrl ``flock``, asking
 OVS for its PMD threads) runs unprivileged in nova-compute.  Each entry

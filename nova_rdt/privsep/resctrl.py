@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.privsep import sys_admin_pctxt
 
@@ -24,7 +25,7 @@ _WRITABLE = {
 }
 
 
-class Refused(PermissionError):
+class Refused(PermissionError, exception.NovaRdtError):
     def __init__(self, path: str, why: str):
         super().__init__(errno.EPERM, f"nova-rdt privsep refused: {why}",
                          path)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from nova_rdt import exception
+
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Run:
@@ -88,7 +90,7 @@ def best_fit(free: int, ways: int) -> int | None:
     return Run(best.start, ways).mask
 
 
-class CbmError(ValueError):
+class CbmError(exception.NovaRdtError, ValueError):
     """A mask the hardware would refuse; ``str()`` is the kernel's wording."""
 
 

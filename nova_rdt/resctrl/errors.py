@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import errno as errno_mod
 
+from nova_rdt import exception
 
-class ResctrlError(Exception):
+
+class ResctrlError(exception.NovaRdtError):
     """A resctrl operation failed."""
 
     def __init__(self, message: str, *, errno: int | None = None,

@@ -13,12 +13,14 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 
+from nova_rdt import exception
+
 CACHE_RESOURCES = ("L3", "L3CODE", "L3DATA", "L2", "L2CODE", "L2DATA")
 BANDWIDTH_RESOURCES = ("MB", "SMBA")
 KNOWN_RESOURCES = CACHE_RESOURCES + BANDWIDTH_RESOURCES
 
 
-class SchemataSyntaxError(ValueError):
+class SchemataSyntaxError(exception.NovaRdtError, ValueError):
     pass
 
 

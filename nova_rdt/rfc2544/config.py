@@ -35,6 +35,7 @@ import math
 
 import yaml
 
+from nova_rdt import exception
 from nova_rdt.rfc2544 import engine
 from nova_rdt.rfc2544 import generators
 from nova_rdt.rfc2544 import search
@@ -73,7 +74,7 @@ _RANGES = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(exception.NovaRdtError, ValueError):
     def __init__(self, key: str, reason: str):
         super().__init__(f"{key}: {reason}")
         self.key = key

@@ -36,10 +36,6 @@ from nova_rdt.virt import rdt_compute
 
 LOG = logging.getLogger(__name__)
 
-# Kept for the callers that read them here.
-CLAIM_GRACE_S = rdt_compute.CLAIM_GRACE_S
-DEGRADED_STAT = rdt_compute.DEGRADED_STAT
-
 
 class LibvirtRDTDriver(migration.LiveMigrationMixin,
                         libvirt_driver.LibvirtDriver):

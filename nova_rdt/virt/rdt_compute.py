@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 
 from nova import context as nova_context
 from nova import exception
@@ -36,7 +35,6 @@ from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import metadata as meta_mod
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import planner
-from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
 from nova_rdt.host import context as host_context
@@ -62,6 +60,27 @@ if "rdt" not in CONF:
 # Claims of domains that never got defined are dropped after this long.
 CLAIM_GRACE_S = 600.0
 DEGRADED_STAT = hoststate.DEGRADED_STAT
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeOptions:
+    """The ``[rdt]`` options only nova-compute reads; those it shares
+    with the hook it takes from :class:`HookSettings` (made at
+    ``init_host``).  Read here only, and at each use, as Nova's driver
+    reads its own: a change (a test's ``flags()``) holds at once."""
+
+    require_resctrl: bool
+    compaction: bool
+    monitor_default: str
+    missing_rdt_policy: str
+
+    @classmethod
+    def now(cls) -> ComputeOptions:
+        r = CONF.rdt
+        return cls(require_resctrl=r.require_resctrl,
+                   compaction=r.compaction,
+                   monitor_default=r.monitor_default,
+                   missing_rdt_policy=r.missing_rdt_policy)
 
 
 def _precheck_error(reason: str) -> exception.MigrationPreCheckError:
@@ -138,7 +157,7 @@ class RdtCompute:
             # error) is "no usable resctrl" too, and require_resctrl
             # decides.
             root = settings.resctrl_root
-            if CONF.rdt.require_resctrl:
+            if ComputeOptions.now().require_resctrl:
                 raise exception.InvalidConfiguration(
                     f"nova-rdt: resctrl is not usable at {root} ({e}); "
                     f"mount it (mount -t resctrl resctrl {root}) or set "
@@ -170,11 +189,12 @@ class RdtCompute:
         self._pending = None
         self.fs = fs
         self.settings = settings
+        opts = ComputeOptions.now()
         self.placer = placer_mod.Placer(
-            fs, self.classes, settings.reserved_host_ways,
+            fs, settings.parsed_classes(), settings.reserved_host_ways,
             settings.pmd_shared_ways, settings.pmd_cos,
-            compaction=CONF.rdt.compaction, collect=host_context.collect,
-            monitor_rdt=CONF.rdt.monitor_default in ("all", "rdt"))
+            compaction=opts.compaction, collect=host_context.collect,
+            monitor_rdt=opts.monitor_default in ("all", "rdt"))
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
@@ -276,20 +296,6 @@ class RdtCompute:
             if caps.banks:
                 self.__dict__["_caps_memo"] = caps
         return caps
-
-
-    @functools.cached_property
-    def classes(self) -> dict[str, rdtclass.RdtClass]:
-        """``[rdt] classes``; none when they do not parse (said once:
-        with settings, init_host refused them already)."""
-        try:
-            if self.settings is not None:
-                return self.settings.parsed_classes()
-            return rdtclass.parse_all(CONF.rdt.classes)
-        except (rdtclass.ClassDefinitionError, ValueError) as e:
-            LOG.error("nova-rdt: %s; no rdt:class flavor can be placed on "
-                      "this host until it is fixed", e)
-            return {}
 
 
     def host_cells(self) -> dict[int, frozenset[int]]:
@@ -449,8 +455,8 @@ class RdtCompute:
     @staticmethod
     def monitor_default(request) -> bool:
         """[rdt] monitor_default for an instance without rdt:monitor."""
-        return {"none": False, "all": True,
-                "rdt": request is not None}[CONF.rdt.monitor_default]
+        return {"none": False, "all": True, "rdt": request is not None}[
+            ComputeOptions.now().monitor_default]
 
 
     def decide_guest(self, instance) -> None:
@@ -599,7 +605,7 @@ class RdtCompute:
             LOG.debug("nova-rdt: no monitoring: %s", reason,
                       instance=instance)
             return
-        if CONF.rdt.missing_rdt_policy == "ignore":
+        if ComputeOptions.now().missing_rdt_policy == "ignore":
             LOG.warning("nova-rdt: booting without the flavor's RDT "
                         "isolation: %s", reason, instance=instance)
             return
@@ -618,7 +624,7 @@ class RdtCompute:
             return
         live = self.live()
         if live is None:
-            if CONF.rdt.missing_rdt_policy == "ignore":
+            if ComputeOptions.now().missing_rdt_policy == "ignore":
                 return
             raise exception.MigrationPreCheckError(
                 reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")

@@ -1,3 +1,5 @@
 """What nova-rdt's HTTP endpoints share (the exporter's and the runtime
-controller's metrics ports): their web configuration, TLS and basic
-auth in the exporter-toolkit format."""
+controller's metrics ports).
+
+* ``webconfig``: TLS and basic auth, in the exporter-toolkit's format.
+"""

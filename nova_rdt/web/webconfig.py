@@ -33,6 +33,8 @@ import ssl
 import threading
 import time
 
+from nova_rdt import exception
+
 LOG = logging.getLogger(__name__)
 
 TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file",
@@ -83,7 +85,7 @@ def _bcrypt():
     return bcrypt
 
 
-class WebConfigError(ValueError):
+class WebConfigError(exception.NovaRdtError, ValueError):
     """A web configuration nova-rdt cannot serve; names file and key."""
 
 

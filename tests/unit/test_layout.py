@@ -83,12 +83,16 @@ def test_imports_only_go_down():
 
 
 def test_leaves_import_only_the_standard_library():
+    """And nova_rdt.exception, itself a leaf that imports nothing else:
+    a leaf's errors derive from the one base too."""
     bad = []
     for leaf in sorted(LEAVES):
         path = PKG / f"{leaf}.py"
         for mod in _imports(path):
             top = mod.split(".")[0]
-            if top != "__future__" and top not in sys.stdlib_module_names:
+            if top != "__future__" and top not in sys.stdlib_module_names \
+                    and not (leaf != "exception"
+                             and mod == "nova_rdt.exception"):
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not bad, "\n".join(bad)
 

@@ -477,14 +477,15 @@ def test_filter_refuses_rdt_on_a_degraded_host_then_passes_it_again(
     from nova import objects
     from nova.scheduler import host_manager
 
+    from nova_rdt.allocation import hoststate
     from nova_rdt.scheduler import filter as rdt_filter
-    from nova_rdt.virt import driver as rdt_driver
+    from nova_rdt.virt import rdt_compute
     from tests.unit.test_planner import state
 
     objects.register_all()
     rdt_filter._SUMMARIES.clear()
     hs = host_manager.HostState("degraded-host", "n", "cell")
-    good = {**state().to_stats(), rdt_driver.DEGRADED_STAT: ""}
+    good = {**state().to_stats(), hoststate.DEGRADED_STAT: ""}
     hs.stats = good
     want = objects.RequestSpec(flavor=objects.Flavor(
         flavorid="f", vcpus=4, extra_specs={"rdt:l3_cache_ways": "2"}),
@@ -496,7 +497,7 @@ def test_filter_refuses_rdt_on_a_degraded_host_then_passes_it_again(
     # What the driver publishes while resctrl is gone (Nova's tracker
     # merges it over the last good stats).
     hs.stats = {**good, "rdt": "",
-                rdt_driver.DEGRADED_STAT: "resctrl_unavailable"}
+                hoststate.DEGRADED_STAT: "resctrl_unavailable"}
     with caplog.at_level(logging.DEBUG, logger="nova_rdt.scheduler.filter"):
         assert not f.host_passes(hs, want)
     assert f.host_passes(hs, plain)
@@ -504,7 +505,8 @@ def test_filter_refuses_rdt_on_a_degraded_host_then_passes_it_again(
                for r in caplog.records)
     hs.stats = good
     assert f.host_passes(hs, want)
-    assert rdt_filter.DEGRADED_STAT == rdt_driver.DEGRADED_STAT
+    # The key the compute writes is the one the filter reads.
+    assert rdt_filter.DEGRADED_STAT == rdt_compute.DEGRADED_STAT
 
 
 def test_a_link_planted_at_the_temporary_name_is_never_written_through(

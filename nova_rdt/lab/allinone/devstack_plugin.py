@@ -19,12 +19,13 @@ import shlex
 import subprocess
 
 import nova_rdt
+from nova_rdt import exception
 
 ENV_SOURCE = "NOVA_RDT_SOURCE_DIR"
 ENV_DEVSTACK = "NOVA_RDT_DEVSTACK_DIR"
 
 
-class PluginError(RuntimeError):
+class PluginError(exception.NovaRdtError, RuntimeError):
     pass
 
 

@@ -20,6 +20,7 @@ import unittest
 import fixtures
 from nova.virt.libvirt import vif as nova_vif
 
+from nova_rdt import exception
 from nova_rdt.lab.cloud.testbase import RdtServersTestBase
 
 LOG = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class LabCloud(RdtServersTestBase):
         self._value = self._body(self)
 
 
-class CloudError(RuntimeError):
+class CloudError(exception.NovaRdtError, RuntimeError):
     pass
 
 

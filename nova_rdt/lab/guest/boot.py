@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from nova_rdt import exception
 from nova_rdt.lab.guest import image as guest_image
 
 ACCELS = ("kvm", "tcg")
@@ -54,7 +55,7 @@ PROBE_STALL = 8.0
 QEMU = "qemu-system-x86_64"
 
 
-class GuestError(RuntimeError):
+class GuestError(exception.NovaRdtError, RuntimeError):
     """The guest failed, timed out, or cannot be run here."""
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import struct
 
+from nova_rdt import exception
+
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME = 0, 1, 5, 14
 
@@ -35,7 +37,7 @@ PACKAGE_EXCEPTIONS = {
 }
 
 
-class ElfError(ValueError):
+class ElfError(exception.NovaRdtError, ValueError):
     """Not an ELF file this module can read."""
 
 

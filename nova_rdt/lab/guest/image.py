@@ -21,6 +21,7 @@ import json
 import os
 import sys
 
+from nova_rdt import exception
 from nova_rdt.lab.guest import cpio
 from nova_rdt.lab.guest import elfdeps
 from nova_rdt.lab.guest import kmod
@@ -39,7 +40,7 @@ ENV_DIR = "NOVA_RDT_GUEST_DIR"
 INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "init.sh")
 
 
-class ImageError(RuntimeError):
+class ImageError(exception.NovaRdtError, RuntimeError):
     """The guest image is missing, incomplete or cannot be built."""
 
 

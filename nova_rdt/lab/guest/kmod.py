@@ -15,10 +15,12 @@ import os
 import struct
 import subprocess
 
+from nova_rdt import exception
+
 SUFFIXES = (".ko", ".ko.xz", ".ko.zst")
 
 
-class ModuleError(RuntimeError):
+class ModuleError(exception.NovaRdtError, RuntimeError):
     """A wanted module is neither built in nor present in the tree."""
 
 

@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 
+from nova_rdt import exception
 from nova_rdt.lab.guest import elfdeps
 
 # (path in the initramfs, path in the unpacked packages)
@@ -51,7 +52,7 @@ PLUGIN_DIR = "lib/dpdk-pmds"
 MAX_ROUNDS = 12
 
 
-class UserlandError(RuntimeError):
+class UserlandError(exception.NovaRdtError, RuntimeError):
     """A program or library is missing and cannot be fetched."""
 
 

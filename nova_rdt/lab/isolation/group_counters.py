@@ -13,6 +13,8 @@ import urllib.request
 
 from prometheus_client import parser as prom_parser
 
+from nova_rdt import exception
+
 #: load() keys -> the exporter's metric families (summed over nodes and
 #: cache ids: the group's whole activity).
 METRICS = {
@@ -24,7 +26,7 @@ KEYS = ("rdt_group",) + tuple(METRICS)
 SCRAPE_TIMEOUT = 10.0
 
 
-class CountersError(RuntimeError):
+class CountersError(exception.NovaRdtError, RuntimeError):
     pass
 
 

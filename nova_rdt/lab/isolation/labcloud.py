@@ -30,6 +30,7 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.isolation import cloud as iso_cloud
 from nova_rdt.isolation import frames as iso_frames
@@ -62,7 +63,7 @@ TCG_MAX_RATE_PPS = 200_000
 IMAGE_ROLE = {iso_cloud.FORWARDING: "forward", iso_cloud.NOISY: "noisy"}
 
 
-class LabCloudError(RuntimeError):
+class LabCloudError(exception.NovaRdtError, RuntimeError):
     pass
 
 

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 
+from nova_rdt import exception
 from nova_rdt.rfc2544 import latency as latency_mod
 from nova_rdt.rfc2544.model import LatencyResult
 from nova_rdt.rfc2544.model import TrafficGenerator
@@ -33,7 +34,7 @@ ACHIEVED_FLOOR = 0.98
 LOG = logging.getLogger(__name__)
 
 
-class GeneratorError(RuntimeError):
+class GeneratorError(exception.NovaRdtError, RuntimeError):
     pass
 
 

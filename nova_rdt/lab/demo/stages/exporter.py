@@ -11,11 +11,13 @@ import sys
 import time
 import urllib.request
 
+from nova_rdt import exception
+
 START_TIMEOUT = 30.0
 _LISTENING = re.compile(r"on (http://[\d.]+:\d+)/")
 
 
-class ExporterError(RuntimeError):
+class ExporterError(exception.NovaRdtError, RuntimeError):
     pass
 
 

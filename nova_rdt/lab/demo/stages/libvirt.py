@@ -10,6 +10,7 @@ import time
 
 from lxml import etree
 
+from nova_rdt import exception
 from nova_rdt import naming
 from nova_rdt.lab.libvirtd import diskless_domain_xml
 
@@ -44,7 +45,7 @@ def wait_record(state_path: str, uuid: str, timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-class Refused(Exception):
+class Refused(exception.NovaRdtError):
     """libvirt (or the hook) did not take the domain."""
 
     def __init__(self, domain: str, why: str):
