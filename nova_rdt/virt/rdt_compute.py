@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 
 from nova import context as nova_context
 from nova import exception
@@ -83,9 +84,10 @@ class ComputeOptions:
                    missing_rdt_policy=r.missing_rdt_policy)
 
 
-def _precheck_error(reason: str) -> exception.MigrationPreCheckError:
+def _precheck_error(host: str, reason: str
+                    ) -> exception.MigrationPreCheckError:
     return exception.MigrationPreCheckError(
-        reason=f"{reason} ({CONF.host} refuses the incoming instance)")
+        reason=f"{reason} ({host} refuses the incoming instance)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -627,7 +629,7 @@ class RdtCompute:
             if ComputeOptions.now().missing_rdt_policy == "ignore":
                 return
             raise exception.MigrationPreCheckError(
-                reason=f"nova-rdt: {CONF.host} has no resctrl (RDT)")
+                reason=f"nova-rdt: {self._host_name()} has no resctrl (RDT)")
         state, allocated = live
         try:
             d = guest_rdt.demand(request, instance.flavor.vcpus, topology,
@@ -635,15 +637,16 @@ class RdtCompute:
                                  self.monitor_default(request))
         except planner.CannotHonour as e:
             raise exception.MigrationPreCheckError(
-                reason=f"nova-rdt: {CONF.host} cannot honour the instance's "
-                       f"RDT request: {e}") from e
+                reason=f"nova-rdt: {self._host_name()} cannot honour the "
+                       f"instance's RDT request: {e}") from e
         if not dry_run:
             # Before the claim publishes: the source reads the decided
             # masks from what this host publishes.
             self._incoming.add(instance.uuid)
         try:
             self.claim(instance, request, d, state, allocated,
-                       _precheck_error, dry_run=dry_run)
+                       functools.partial(_precheck_error, self._host_name()),
+                       dry_run=dry_run)
         except BaseException:
             if not dry_run:
                 self._incoming.discard(instance.uuid)
