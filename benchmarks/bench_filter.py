@@ -38,9 +38,9 @@ WAY = 3407872
 LOADED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def rdt_stats(rng: random.Random, plan: bool = False) -> dict[str, str]:
-    """A host's document; ``plan``: with the solver's input (the same
-    host: one 1-way instance per way drawn)."""
+def rdt_stats(rng: random.Random) -> dict[str, str]:
+    """A host's document, with the solver's input (the same host: one
+    1-way instance per way drawn)."""
     cache = {}
     book = {}
     for cid in (0, 1):
@@ -59,11 +59,10 @@ def rdt_stats(rng: random.Random, plan: bool = False) -> dict[str, str]:
         mb=hoststate.MbState("percent", 10, 10, 100, (0, 1)),
         monitoring=frozenset({"llc_occupancy"}), rmids=176,
         rmids_free=176 - rng.randrange(1, 30))
-    if plan:
-        s = s.with_solver(placement.Host(
-            resources={"L3": placement.Resource(11)}, ids={"L3": (0, 1)},
-            host_ways={"L3": {0: 0x3, 1: 0x3}},
-            clos=s.clos_free + len(book)), book, {})
+    s = s.with_solver(placement.Host(
+        resources={"L3": placement.Resource(11)}, ids={"L3": (0, 1)},
+        host_ways={"L3": {0: 0x3, 1: 0x3}},
+        clos=s.clos_free + len(book)), book, {})
     return {"uptime": "1", **s.to_stats()}
 
 
@@ -92,12 +91,12 @@ def fill_host(hs, rng: random.Random) -> None:
     hs.updated = LOADED
 
 
-def host_states(n: int, seed: int = 7, plan: bool = False) -> list:
+def host_states(n: int, seed: int = 7) -> list:
     rng = random.Random(seed)
     hosts = []
     for i in range(n):
         hs = host_manager.HostState(f"host{i}", f"node{i}", "cell1")
-        hs.stats = rdt_stats(rng, plan) if i % 10 else {"uptime": "1"}
+        hs.stats = rdt_stats(rng) if i % 10 else {"uptime": "1"}
         agg = objects.Aggregate(id=i % 50, name=f"agg{i % 50}",
                                 hosts=[hs.host],
                                 metadata={"rdt": "true" if i % 3 else
@@ -139,11 +138,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--numa-hosts", type=int, default=None,
                     help="hosts for NUMATopologyFilter (default: all)")
-    ap.add_argument("--plan", action="store_true",
-                    help="hosts publish their claim's solver input")
     args = ap.parse_args(argv)
 
-    hosts = host_states(args.hosts, plan=args.plan)
+    hosts = host_states(args.hosts)
     spec_obj = request_spec(3)
     parses = {"n": 0}
     real = rdt_filter._read

@@ -57,7 +57,7 @@ from nova.scheduler import host_manager  # noqa: E402
 
 from benchmarks import bench_filter  # noqa: E402
 from nova_rdt.allocation import hoststate  # noqa: E402
-from nova_rdt.allocation import planner  # noqa: E402
+from nova_rdt.allocation import placement  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
 
 objects.register_all()
@@ -67,16 +67,22 @@ CASES = ("fresh", "changed", "half", "plain")
 
 
 def rdt_state(rng: random.Random) -> hoststate.HostRdtState:
-    """A 2-socket host with a few instances' groups and a class."""
+    """A 2-socket host with a few instances' groups and a class, as its
+    compute publishes it: with its claim's solver input."""
     cache = {}
+    book = {}
     for cid in (0, 1):
         used = 0x3                               # the host's reserved ways
         for _ in range(rng.randrange(0, 4)):     # a few instances' groups
-            used |= 1 << rng.randrange(2, 11)
+            way = 1 << rng.randrange(2, 11)
+            if not used & way:
+                book[f"i{cid}-{way}"] = placement.Reservation(
+                    f"i{cid}-{way}", {"L3": {cid: 1}}, {"L3": {cid: way}})
+            used |= way
         cache[cid] = hoststate.CacheIdState(
             cid, frozenset(range(cid * 8, cid * 8 + 8)), 11, WAY, 1,
             {"both": used})
-    return hoststate.HostRdtState(
+    state = hoststate.HostRdtState(
         cache=cache, cdp=False, clos_free=rng.randrange(0, 8),
         mb=hoststate.MbState("percent", 10, 10, 100, (0, 1)),
         monitoring=frozenset({"llc_occupancy", "mbm_total_bytes",
@@ -84,13 +90,22 @@ def rdt_state(rng: random.Random) -> hoststate.HostRdtState:
         rmids=176, rmids_free=176 - rng.randrange(1, 30),
         cells={0: frozenset(range(0, 8)), 1: frozenset(range(8, 16))},
         classes={"low_priority": hoststate.ClassState(
-            "low_priority", 1, 10, rng.random() < 0.5)})
+            "low_priority", 1, 10, False)})
+    return state.with_solver(placement.Host(
+        resources={"L3": placement.Resource(11)}, ids={"L3": (0, 1)},
+        host_ways={"L3": {0: 0x3, 1: 0x3}},
+        clos=state.clos_free + len(book)), book, {})
 
 
 def changed(state: hoststate.HostRdtState, k: int) -> hoststate.HostRdtState:
     """The same host after the k-th change (instances came and went)."""
-    return dataclasses.replace(state, clos_free=(state.clos_free + k) % 8,
-                               rmids_free=state.rmids_free - k % 5)
+    clos = (state.clos_free + k) % 8
+    solver = state.solver
+    host = dataclasses.replace(
+        solver.host, clos=solver.host.clos - state.clos_free + clos)
+    return dataclasses.replace(state, clos_free=clos,
+                               rmids_free=state.rmids_free - k % 5,
+                               solver=dataclasses.replace(solver, host=host))
 
 
 def _fresh(stats: dict) -> dict:
@@ -195,13 +210,13 @@ def _quiet_gc():
 class ParseCounter:
     def __init__(self):
         self.n = 0
-        self._real = planner.HostSummary.parse
+        self._real = rdt_filter._read
         counter = self
 
-        def parse(cls, raw):
+        def read(raw):
             counter.n += 1
             return counter._real(raw)
-        planner.HostSummary.parse = classmethod(parse)
+        rdt_filter._read = read
 
 
 def run(n: int, rounds: int, numa_modes, out) -> dict:

@@ -7,10 +7,9 @@ the filter never touches a filesystem; it parses a host's state once per
 change of its content.
 
 With the state goes the placement solver's input as the compute's claim
-holds it (:class:`SolverInput`): the filter then runs the claim itself
-(:mod:`nova_rdt.scheduler.claim`) instead of reasoning about rooms.  The
-rooms stay in the document, answered by the solver on that input, for
-schedulers that do not read it yet.
+holds it (:class:`SolverInput`): the filter runs the claim itself on it
+(:mod:`nova_rdt.scheduler.claim`), so the scheduler and the compute
+decide with one model.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from nova_rdt import naming
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.resctrl import capabilities as caps_mod
-from nova_rdt.resctrl import cbm
 from nova_rdt.resctrl import cbmrules
 
 STATS_KEY = "rdt"
@@ -43,10 +41,14 @@ INCOMING_STAT = "rdt_incoming"
 #    compute may move to make room (older readers ignore it and see the
 #    room it gives in the room fields).
 #    Later still, as the optional field "plan", the placement solver's
-#    input itself (:class:`SolverInput`): a filter that reads it decides
-#    with the solver, older ones keep reading the room fields.
-STATS_VERSION = 3
-_READABLE_VERSIONS = (1, 2, 3)
+#    input itself (:class:`SolverInput`).
+# 4: the solver's input is what the filter decides on: the room fields,
+#    the movable groups and whether each class can be made (a scheduler
+#    older than the input read them) are gone.  Older schedulers read no
+#    RDT state in it, and refuse rdt: requests on the host: Nova upgrades
+#    the schedulers first.
+STATS_VERSION = 4
+_READABLE_VERSIONS = (1, 2, 3, 4)
 
 # Cache types as libvirt names them; a CDP host has code and data masks.
 BOTH = "both"
@@ -81,9 +83,7 @@ class CacheIdState:
 
     ``movable``: per type, the masks (inside ``used``) of the groups the
     compute's planner moves when a demand needs their place -- its class
-    groups, and with ``[rdt] compaction`` the instances it may move.  The
-    room offered then is what the planner reaches with those moves, so
-    the filter passes the hosts the compute would accept.
+    groups, and with ``[rdt] compaction`` the instances it may move.
     """
 
     id: int
@@ -97,12 +97,6 @@ class CacheIdState:
     pmd_want: Mapping[str, int] = dataclasses.field(default_factory=dict)
     movable: Mapping[str, tuple[int, ...]] = dataclasses.field(
         default_factory=dict)
-    # (type, sharer) -> the most ways the compute's planner gives one new
-    # group here (nova_rdt.virt.placer.Placer.published), as published;
-    # None where the state was changed since (a multi-create's earlier
-    # instances laid on by the filter) and the room is worked out again.
-    solved: Mapping[tuple[str, bool], int] | None = dataclasses.field(
-        default=None, compare=False)
 
     def pmd_cover(self, kind: str) -> int:
         """The ways the PMD COS spans here (0 where the rule does not
@@ -115,116 +109,16 @@ class CacheIdState:
     def rules(self) -> cbmrules.CbmRules:
         return cbmrules.CbmRules(self.cbm_len, self.min_ways, self.sparse)
 
-    def room(self, kind: str, sharer: bool = False) -> int:
-        """The most ways one new group can get here, by the placement
-        planner's rules: anyone outside the PMD span, a PMD sharer
-        (``rdt:pmd_share=true``) inside it or next to it; with the
-        movable groups moved where that makes more."""
-        if self.solved is not None:
-            return self.solved[kind, sharer]
-        still = self._room_in_place(kind, sharer)
-        if not self.movable.get(kind):
-            return still
-        # Moves rearrange ways, they make none: nothing beyond the ways
-        # no fixed group holds.  Asked of the planner from the top down,
-        # as the compute will ask it (a few calls, once per publication).
-        host, book = self.planner_input(kind, clos=1)
-        res = _RESOURCE_OF_TYPE[kind]
-        blocked = host.host_ways[res][self.id]
-        for r in book.values():
-            blocked |= (r.masks or {})[res][self.id]
-        for n in range(cbm.popcount(cbm.full_mask(self.cbm_len) & ~blocked),
-                       still, -1):
-            new = placement.Reservation(
-                PROBE, {res: {self.id: n}}, pmd_share=sharer and self.pmd)
-            try:
-                placement.place(host, book, {}, new, compaction=True)
-            except placement.NoPlacement:
-                continue
-            return n
-        return still
-
-    def planner_input(self, kind: str, clos: int
-                      ) -> tuple[placement.Host,
-                                 dict[str, placement.Reservation]]:
-        """This cache id and type as the placement planner's host, and
-        the groups it may move as its reservations.
-
-        What anyone holds is the host's, but the movable groups; what the
-        PMD COS wants (its base and the sharers that stay) is its base,
-        so a new sharer goes next to them.  A movable group inside the
-        PMD COS is a sharer and stays one wherever it goes.
-        """
-        res = _RESOURCE_OF_TYPE[kind]
-        want = self.pmd_want.get(kind, 0) if self.pmd else 0
-        holes = self.pmd_cover(kind) & ~want
-        book: dict[str, placement.Reservation] = {}
-        moving = 0
-        for i, m in enumerate(self.movable.get(kind, ())):
-            if not self.rules.valid(m):
-                continue                # not the planner's to move: kept
-            book[movable_name(i)] = placement.Reservation(
-                movable_name(i), {res: {self.id: cbm.popcount(m)}},
-                masks={res: {self.id: m}},
-                pmd_share=bool(want) and m & want == m)
-            moving |= m
-        host = placement.Host(
-            resources={res: placement.Resource(self.cbm_len, self.min_ways,
-                                               self.sparse)},
-            ids={res: (self.id,)},
-            host_ways={res: {self.id: self.used[kind] & ~holes & ~moving}},
-            pmd_base={res: {self.id: want & ~moving}} if self.pmd else {},
-            pmd_ids=frozenset({self.id}) if self.pmd else None,
-            clos=max(clos, 1) + len(book))
-        return host, book
-
-    def _room_in_place(self, kind: str, sharer: bool) -> int:
-        """:meth:`room` with every group where it is."""
-        full = cbm.full_mask(self.cbm_len)
-        used = self.used[kind]
-        want = self.pmd_want.get(kind, 0) if self.pmd else 0
-        cover = self.pmd_cover(kind)
-        if self.sparse or not (sharer and want):
-            # Under sparse masks the span is the wanted ways themselves,
-            # so a sharer has no more room than anyone else; and an
-            # instance takes one run there too (libvirt allocates only
-            # contiguous runs).
-            return _longest(full & ~used & ~cover)
-        # A sharer: free ways and the holes of the span (ways no one
-        # holds any more), within the run around the span that holds no
-        # one else's ways.
-        free = (full & ~used & ~want) | (cover & ~want)
-        around = next(r.mask for r in cbm.runs(full & ~(used & ~cover))
-                      if r.mask & cover)
-        return _longest(free & around)
-
-    def largest_free_run(self, kind: str) -> int:
-        """The most ways a group that does not share with the PMDs (a
-        class's, or an instance's) can get here."""
-        return self.room(kind)
-
 
 # The demand's name in the placement planner's answers (and refusals,
 # which reach an instance's fault).
 PROBE = placement.ROOM_PROBE
 
 
-def movable_name(i: int) -> str:
-    """The planner's name for ``CacheIdState.movable``'s ``i``-th mask."""
-    return f"movable-{i}"
-
-
 def _l3_entry(c: CacheIdState, kinds: tuple[str, ...]) -> list[Any]:
-    entry: list[Any] = [
-        c.id, caps_mod.format_cpu_list(c.cpus),
-        [f"{c.used[k]:x}" for k in kinds],
-        [c.room(k) for k in kinds],
-        [c.room(k, sharer=True) for k in kinds],
-        [f"{c.pmd_want.get(k, 0):x}" for k in kinds] if c.pmd else None]
-    if any(c.movable.values()):
-        entry.append([[f"{m:x}" for m in c.movable.get(k, ())]
-                      for k in kinds])
-    return entry
+    return [c.id, caps_mod.format_cpu_list(c.cpus),
+            [f"{c.used[k]:x}" for k in kinds],
+            [f"{c.pmd_want.get(k, 0):x}" for k in kinds] if c.pmd else None]
 
 
 def incoming_stat(masks: Mapping[str, Mapping[int, Mapping[str, int]]]
@@ -256,13 +150,6 @@ def incoming_masks(stats: Mapping[str, str] | None, uuid: str
         return {}
 
 
-span = cbmrules.span
-
-
-def _longest(mask: int) -> int:
-    return max((r.length for r in cbm.runs(mask)), default=0)
-
-
 @dataclasses.dataclass(frozen=True)
 class MbState:
     units: str                    # percent, MBps or 1/8GBps
@@ -280,9 +167,6 @@ class ClassState:
     l3_ways: int
     mb: int | None
     exists: bool                  # the class group is there already
-    # Whether the compute's planner gives a member placed now its group
-    # (None: not asked; the ways are then counted here).
-    can_make: bool | None = dataclasses.field(default=None, compare=False)
 
 
 def class_group(name: str, l3_ways: int, host: placement.Host,
@@ -331,19 +215,6 @@ class SolverInput:
             host = dataclasses.replace(host, clos=host.clos - 1)
         return placement.place(host, self.reservations, self.classes, new,
                                compaction=self.compaction)
-
-    def fits(self, new: placement.Reservation) -> bool:
-        try:
-            self.place(new)
-        except placement.NoPlacement:
-            return False
-        return True
-
-    def room(self, res: str, cid: int, sharer: bool) -> int:
-        """The solver's room for one new instance on ``res`` ``cid``."""
-        return placement.room(self.host, self.reservations, self.classes,
-                              res, cid, sharer=sharer and self.pmd_cos,
-                              compaction=self.compaction)
 
     def to_doc(self) -> list[Any]:
         h = self.host
@@ -451,28 +322,12 @@ class HostRdtState:
             t.add(TRAIT_MBM)
         return t
 
-    def cell_cache_ids(self) -> dict[int, tuple[int, ...]]:
-        """Host cell -> the cache ids its CPUs use.
-
-        Without published cells, each cache id stands for a cell of its
-        own (one L3 per NUMA node, the common layout).
-        """
-        if not self.cells:
-            return {cid: (cid,) for cid in sorted(self.cache)}
-        return {cell: tuple(sorted(cid for cid, c in self.cache.items()
-                                   if c.cpus & cpus))
-                for cell, cpus in sorted(self.cells.items())}
-
-    def class_problem(self, c: ClassState, room: bool = True
-                      ) -> str | None:
-        """Why class ``c``'s group could not be made now; None: it can.
+    def class_problem(self, c: ClassState) -> str | None:
+        """Why class ``c``'s group could not be made now beside its ways
+        and CLOS (the solver's to place); None: nothing else stops it.
 
         The rule of the agent that makes it (:mod:`nova_rdt.host.agent`):
-        ``max(l3_ways, min_cbm_bits)`` free ways on every cache id and
-        type, a CLOS, an RMID on a monitoring host, and an MB value the
-        kernel takes.  Without ``room``, the ways and the CLOS are left
-        to the planner; where it answered (``c.can_make``), its answer
-        holds.
+        an RMID on a monitoring host, and an MB value the kernel takes.
         """
         if self.mon_capable and self.rmids_free < 1:
             return "no free RMID to create its group"
@@ -482,20 +337,6 @@ class HostRdtState:
                 and not mb.min <= c.mb <= (mb.max or 100):
             return (f"mb={c.mb} is outside this host's MB range "
                     f"{mb.min}-{mb.max or 100}")
-        if not room:
-            return None
-        if c.can_make is not None:
-            return None if c.can_make else \
-                "no room for its ways, or no free CLOS"
-        if self.clos_free < 1:
-            return "no free CLOS to create its group"
-        for cid, cache in sorted(self.cache.items()):
-            need = max(c.l3_ways, cache.min_ways)
-            for kind in self.cache_types:
-                have = cache.largest_free_run(kind)
-                if have < need:
-                    return (f"needs {need} contiguous free ways on cache id "
-                            f"{cid}, which has {have}")
         return None
 
     def with_solver(self, host: placement.Host,
@@ -503,9 +344,7 @@ class HostRdtState:
                     classes: Mapping[str, placement.ClassGroup],
                     compaction: bool = False, monitor: bool = False
                     ) -> HostRdtState:
-        """This state with the compute claim's own solver input, and the
-        room and the classes that can be made answered by the solver on
-        it (the fields a scheduler that predates the input reads).
+        """This state with the compute claim's own solver input.
 
         Every class this host defines is in the published input, so the
         scheduler places a class not in use as the claim does.
@@ -514,37 +353,8 @@ class HostRdtState:
         for name, c in (self.classes or {}).items():
             if name not in groups:
                 groups[name] = class_group(name, c.l3_ways, host)
-        solver = SolverInput(host, dict(reservations), groups,
-                             compaction, monitor)
-        rooms: dict[int, dict[tuple[str, bool], int]] = {}
-        for res in host.resources:
-            kind = naming.KIND_OF_RESOURCE[res]
-            for cid in host.ids[res]:
-                for sharer in (False, True):
-                    rooms.setdefault(cid, {})[kind, sharer] = \
-                        solver.room(res, cid, sharer)
-        made = {}
-        for name, c in sorted((self.classes or {}).items()):
-            if c.exists:
-                continue
-            made[name] = self.class_problem(c, room=False) is None \
-                and solver.fits(placement.Reservation(
-                    PROBE, {}, rdt_class=name))
-        return dataclasses.replace(self.with_solved(rooms, made),
-                                   solver=solver)
-
-    def with_solved(self, rooms: Mapping[int, Mapping[tuple[str, bool],
-                                                        int]],
-                    made: Mapping[str, bool]) -> HostRdtState:
-        """This state with the planner's answers: room per cache id and
-        (type, sharer), and per class not made yet whether it can be."""
-        cache = {cid: dataclasses.replace(c, solved=dict(rooms[cid]))
-                 if cid in rooms else c for cid, c in self.cache.items()}
-        classes = self.classes
-        if classes is not None and made:
-            classes = {n: dataclasses.replace(c, can_make=made[n])
-                       if n in made else c for n, c in classes.items()}
-        return dataclasses.replace(self, cache=cache, classes=classes)
+        return dataclasses.replace(self, solver=SolverInput(
+            host, dict(reservations), groups, compaction, monitor))
 
     def with_movable(self, masks: Mapping[int, Mapping[str, Sequence[int]]]
                      ) -> HostRdtState:
@@ -561,22 +371,6 @@ class HostRdtState:
             cache[cid] = dataclasses.replace(
                 c, movable={k: ms for k, ms in movable.items() if ms})
         return dataclasses.replace(self, cache=cache, solver=None)
-
-    def with_moves(self, moved: Mapping[int, Mapping[str, tuple[int, ...]]]
-                   ) -> HostRdtState:
-        """This state after the planner moved movable groups: cache id ->
-        type -> their new masks, in ``movable``'s order."""
-        state = self.with_relocated({
-            cid: {kind: list(zip(self.cache[cid].movable[kind], new,
-                                 strict=True))
-                  for kind, new in by_type.items()}
-            for cid, by_type in moved.items()})
-        cache = dict(state.cache)
-        for cid, by_type in moved.items():
-            cache[cid] = dataclasses.replace(cache[cid], movable={
-                **cache[cid].movable,
-                **{kind: tuple(new) for kind, new in by_type.items()}})
-        return dataclasses.replace(state, cache=cache)
 
     def with_relocated(self, pairs: Mapping[int, Mapping[str, Sequence[
             tuple[int, int]]]]) -> HostRdtState:
@@ -607,8 +401,7 @@ class HostRdtState:
                     w |= now
                 if w:
                     want[kind] = w
-            c = dataclasses.replace(c, used=used, pmd_want=want,
-                                    solved=None)
+            c = dataclasses.replace(c, used=used, pmd_want=want)
             if c.pmd:
                 c = dataclasses.replace(c, used={
                     k: m | c.pmd_cover(k) for k, m in used.items()})
@@ -617,31 +410,25 @@ class HostRdtState:
 
     def with_allocation(self, masks: Mapping[int, Mapping[str, int]],
                         clos: int = 1, pmd_share: bool = False,
-                        rmids: int | None = None,
-                        movable: bool = False) -> HostRdtState:
+                        rmids: int | None = None) -> HostRdtState:
         """This state after an allocation of ``masks`` and ``clos`` CLOS.
 
         ``pmd_share``: the masks are a PMD sharer's, so the PMD COS spans
         them too on the cache ids where its rule holds.  ``rmids``: the
         RMIDs the allocation takes on a monitoring host (one per CLOS
-        unless told: every new group has one).  ``movable``: the compute
-        may move the new group (a class group) to make room.
+        unless told: every new group has one).
         """
         cache = dict(self.cache)
         for cid, by_type in masks.items():
             c = cache[cid]
             used = dict(c.used)
             want = dict(c.pmd_want)
-            moves = dict(c.movable)
             for kind, mask in by_type.items():
                 used[kind] |= mask
-                if movable and mask:
-                    moves[kind] = (*moves.get(kind, ()), mask)
                 if pmd_share and c.pmd:
                     want[kind] = want.get(kind, 0) | mask
             c = dataclasses.replace(
-                c, used=used, pmd_want={k: m for k, m in want.items() if m},
-                movable=moves, solved=None)
+                c, used=used, pmd_want={k: m for k, m in want.items() if m})
             if pmd_share and c.pmd:
                 # The PMD COS is written over its whole span: holes in it
                 # are the sharers' from now on, no one else's.
@@ -657,14 +444,11 @@ class HostRdtState:
 
     # -- stats encoding -------------------------------------------------
     #
-    # One JSON string, compact, with what the filter needs precomputed:
-    # the room per cache id and type (for anyone, and for a PMD sharer),
-    # the cache indexes of every host cell, and whether each class can be
-    # honoured.  What
-    # only depends on the hardware (CDP, MB, way geometry) travels as one
-    # inner string, "shape", which the filter uses as it is: a key for
-    # what it works out once per kind of host.  The masks stay, so the
-    # whole state can be read back (live migration does).
+    # One JSON string, compact: the state, and the solver's input the
+    # filter decides on ("plan").  What only depends on the hardware
+    # (CDP, MB, way geometry) travels as one inner string, "shape".  The
+    # masks stay, so the whole state can be read back (live migration
+    # does).
 
     def shape_text(self) -> str:
         """CDP, MB and every cache id's geometry, as one canonical text."""
@@ -679,32 +463,25 @@ class HostRdtState:
             separators=(",", ":"))
 
     def to_stats(self) -> dict[str, str]:
-        order = sorted(self.cache)
-        index = {cid: i for i, cid in enumerate(order)}
         kinds = self.cache_types
-        cell_ids = self.cell_cache_ids() if self.cells else {}
         doc: dict[str, object] = {
             "v": STATS_VERSION,
             "shape": self.shape_text(),
             "clos": self.clos_free,
             "rmid": [self.rmids, self.rmids_free],
             "mon": sorted(self.monitoring),
-            # [id, cpus, used masks (hex), room, room for a PMD sharer,
-            # the PMD COS's wanted ways (hex; null: no PMD rule here),
-            # and only when there are any, the movable groups' masks
-            # (hex)], all but the id, cpus and rule per type in
+            # [id, cpus, used masks (hex), the PMD COS's wanted ways
+            # (hex; null: no PMD rule here)], masks per type in
             # cache_types order.
-            "l3": [_l3_entry(c, kinds)
-                   for c in (self.cache[cid] for cid in order)],
-            # [cell, cpus, indexes into l3 of the cache ids it uses]
-            "cells": [[cell, caps_mod.format_cpu_list(cpus),
-                       [index[cid] for cid in cell_ids[cell]]]
+            "l3": [_l3_entry(self.cache[cid], kinds)
+                   for cid in sorted(self.cache)],
+            # [cell, cpus]
+            "cells": [[cell, caps_mod.format_cpu_list(cpus)]
                       for cell, cpus in sorted(self.cells.items())],
         }
         if self.classes is not None:
-            # [name, ways, mb, exists, can be made]
-            doc["cls"] = [[c.name, c.l3_ways, c.mb, int(c.exists),
-                           int(c.exists or self.class_problem(c) is None)]
+            # [name, ways, mb, exists]
+            doc["cls"] = [[c.name, c.l3_ways, c.mb, int(c.exists)]
                           for c in sorted(self.classes.values(),
                                           key=lambda c: c.name)]
         if self.solver is not None:
@@ -739,10 +516,12 @@ class HostRdtState:
                 cid2, cpus, used = entry[:3]
                 if cid != cid2:
                     return None
-                # Version 2 has no sparse flag and no PMD rule.
+                # Version 2 has no sparse flag and no PMD rule; version
+                # 3 has the rooms before the rule (older schedulers read
+                # them), version 4 the rule right after the masks.
                 sparse = bool(g[4]) if version >= 3 else False
-                want = entry[5] if version >= 3 else None
-                moving = entry[6] if len(entry) > 6 else None
+                want = entry[3] if version >= 4 else \
+                    entry[5] if version == 3 else None
                 cache[int(cid)] = CacheIdState(
                     id=int(cid),
                     cpus=frozenset(caps_mod.parse_cpu_list(cpus)),
@@ -753,23 +532,14 @@ class HostRdtState:
                     pmd_want={} if want is None else {
                         k: int(m, 16) for k, m in zip(kinds, want,
                                                       strict=True)
-                        if int(m, 16)},
-                    movable={} if not moving else {
-                        k: tuple(int(m, 16) for m in ms)
-                        for k, ms in zip(kinds, moving, strict=True)
-                        if ms},
-                    # The room is the compute's answer, not worked out
-                    # again here.
-                    solved={(k, s): int(n) for s, col in ((False, 3),
-                                                          (True, 4))
-                            for k, n in zip(kinds, entry[col],
-                                            strict=True)}
-                    if version >= 3 else None)
+                        if int(m, 16)})
             classes = None
             if "cls" in doc:
-                classes = {name: ClassState(name, int(ways), mb_,
-                                            bool(exists), bool(ok))
-                           for name, ways, mb_, exists, ok in doc["cls"]}
+                # Version 3 says after these whether the class can be
+                # made: the solver's to say now.
+                classes = {c[0]: ClassState(c[0], int(c[1]), c[2],
+                                            bool(c[3]))
+                           for c in doc["cls"]}
             total, free = doc["rmid"]
             solver = None
             try:
@@ -786,7 +556,7 @@ class HostRdtState:
                 monitoring=frozenset(doc["mon"]),
                 rmids=int(total), rmids_free=int(free),
                 cells={int(cell): frozenset(caps_mod.parse_cpu_list(cpus))
-                       for cell, cpus, _ids in doc["cells"]},
+                       for cell, cpus, *_ids in doc["cells"]},
                 classes=classes, solver=solver)
         except (ValueError, KeyError, TypeError, AttributeError,
                 IndexError):

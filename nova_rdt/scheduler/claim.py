@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import dataclasses
 import itertools
 
-from nova_rdt import naming
 from nova_rdt.allocation import hostplan
 from nova_rdt.allocation import hoststate
 from nova_rdt.allocation import placement
@@ -73,7 +72,7 @@ def claim(state: hoststate.HostRdtState, request: spec.RdtRequest,
     assert solver is not None
     d = planner.demand(request, placement_.vcpus,
                        guest_cells(placement_, fit), state,
-                       dict(state.cells), solver.monitor, check_class=False)
+                       dict(state.cells), solver.monitor)
     if (d.needs_clos or d.monitor) and state.mon_capable \
             and state.rmids_free < 1:
         raise planner.CannotHonour("no free RMID (monitoring ID) left on "
@@ -81,7 +80,7 @@ def claim(state: hoststate.HostRdtState, request: spec.RdtRequest,
     name = request.rdt_class
     cls = (state.classes or {}).get(name) if name else None
     if cls is not None and not cls.exists:
-        why = state.class_problem(cls, room=False)
+        why = state.class_problem(cls)
         if why:
             raise planner.CannotHonour(
                 f"rdt:class={name}: its group cannot be made: {why}")
@@ -90,18 +89,6 @@ def claim(state: hoststate.HostRdtState, request: spec.RdtRequest,
         hoststate.PROBE, hostplan.ways_of(d.cache),
         pmd_share=request.pmd_share and solver.pmd_cos, rdt_class=name,
         movable=request.slo != "latency")
-    # The solver's room on each cache id answers most refusals without a
-    # whole plan: every rule of the solver is per (resource, cache id),
-    # so what exceeds the room there fails the plan too.
-    for res, per in sorted(new.ways.items()):
-        kind = naming.KIND_OF_RESOURCE[res]
-        for cid, n in sorted(per.items()):
-            room = state.cache[cid].room(kind, new.pmd_share)
-            if n > room:
-                raise planner.CannotHonour(
-                    f"{res} cache id {cid}: no room for {n} "
-                    f"way{'s' if n != 1 else ''} of the new instance; "
-                    f"it can get {room} there")
     try:
         plan = solver.place(new, mb_only=mb_only)
     except placement.NoPlacement as e:
@@ -139,9 +126,6 @@ def after(state: hoststate.HostRdtState, c: Claimed
     rmids = state.rmids_free
     if state.mon_capable:
         rmids -= groups_made
-    # The rooms published with the state stay: what one more instance
-    # can get only shrinks as instances are added, so they still refuse
-    # only what the plan refuses, and the plan decides the rest.
     return dataclasses.replace(
         state, classes=classes, rmids_free=max(rmids, 0),
         solver=dataclasses.replace(solver, host=host, reservations=book,

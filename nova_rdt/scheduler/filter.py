@@ -15,20 +15,18 @@ ComputeNode for every request and builds a new HostState with a new
 the published string itself, not on any object's identity.
 
 What the compute will decide, the filter decides first, with the
-compute's own answers:
+compute's own answers: one model, the compute's.
 
-* a compute that publishes its claim's solver input is judged by its own
-  claim on it (:mod:`nova_rdt.scheduler.claim`), so the two cannot
-  disagree; an older compute's document is judged on the room per cache
-  id it published and whether each class's group can be made, its
-  placement planner's answers on the same inputs (the groups it may
-  move counted), by comparing numbers with them;
-* a pinned guest node on a host whose NUMA cells hold several L3s is
-  judged on its pinned pCPUs' L3s, which Nova's own NUMA fit gives;
-* a NUMA guest is judged on the host cells Nova's own NUMA fit will give
-  it (``hardware.numa_fit_instance_to_host``: the first fitting cell in
-  Nova's order, whatever room the others have), when only some cells
-  have room;
+* a compute publishes its claim's solver input, and the host is judged
+  by that claim run on it (:mod:`nova_rdt.scheduler.claim`), so the two
+  cannot disagree; a compute that publishes none (an older nova-rdt, or
+  one that has not reported yet) gets no ``rdt:`` request, and the log
+  says so and what to do;
+* a guest with a NUMA topology is judged on the host cells and the
+  pinning Nova's own NUMA fit will give it
+  (``hardware.numa_fit_instance_to_host``: the first fitting cell in
+  Nova's order, whatever room the others have), as the compute's claim
+  is given them;
 * the earlier instances of a multi-create count, as Nova's
   ``HostState.consume_from_request`` counts their RAM and CPUs: Nova
   filters the same hosts again for each instance of one RequestSpec, and
@@ -56,12 +54,11 @@ from nova_rdt.scheduler import claim as claim_mod
 
 LOG = logging.getLogger(__name__)
 
-_POLICIES_PINNED = ("dedicated", "mixed")
 DEGRADED_STAT = hoststate.DEGRADED_STAT
 
-# (host, node) -> (published string, its summary).  Not on the HostState:
-# Nova 34's HostManager builds new HostState objects for every request
-# (_get_host_states), from ComputeNode records loaded again.
+# (host, node) -> (published string, what it reads as).  Not on the
+# HostState: Nova 34's HostManager builds new HostState objects for every
+# request (_get_host_states), from ComputeNode records loaded again.
 _SUMMARIES: dict[tuple[str, str], tuple] = {}
 _MAX_HOSTS = 200_000
 
@@ -88,33 +85,52 @@ class Published:
         return why
 
 
-def _read(raw: str) -> planner.HostSummary | Published | None:
-    """A compute that publishes its solver's input is judged by its own
-    claim on it.  An older compute's document (rooms, no input) is
-    judged on its rooms, as before: Nova upgrades the schedulers before
-    the computes, and refusing those hosts would leave no RDT host to
-    schedule to for the length of a rolling upgrade."""
-    if '"plan":' in raw:
-        # Hosts alike (idle ones of one model) publish equal documents:
-        # one reading and one set of verdicts serves them all.
-        pub = _PUBLISHED.get(raw)
-        if pub is None:
-            state = hoststate.HostRdtState.from_stats(
-                {hoststate.STATS_KEY: raw})
-            if state is not None and state.solver is not None:
-                if len(_PUBLISHED) >= _MAX_HOSTS:
-                    _PUBLISHED.clear()
-                pub = _PUBLISHED[raw] = Published(state)
-        if pub is not None:
-            return pub
-    return planner.HostSummary.parse(raw)
+# Why a host with an RDT document is refused every rdt: request when the
+# document holds no solver input this scheduler can run.  Tenants read
+# these in a fault (no host names); the log adds the host and the fix.
+_NO_INPUT = ("no nova-rdt solver input (nova-rdt older than the "
+             "scheduler's, or not yet reported)")
+_NO_INPUT_FIX = "upgrade nova-rdt on it"
+_UNREADABLE = ("an RDT state this scheduler cannot read (nova-rdt newer "
+               "than the scheduler's)")
+_UNREADABLE_FIX = "upgrade nova-rdt on the schedulers"
+_FIXES = {_NO_INPUT: _NO_INPUT_FIX, _UNREADABLE: _UNREADABLE_FIX}
+
+
+def _read(raw: str) -> Published | str:
+    """The compute's claim input, or why there is none to judge by (one
+    of :data:`_FIXES`' keys).
+
+    There is no other model to fall back on: a host is judged by the
+    claim it will make, or gets no rdt: request.  Nova upgrades the
+    schedulers before the computes, so during a rolling upgrade the
+    computes not upgraded yet take no rdt: request (the others do, and
+    non-rdt requests go everywhere as before).
+    """
+    # Hosts alike (idle ones of one model) publish equal documents: one
+    # reading and one set of verdicts serves them all.
+    pub = _PUBLISHED.get(raw)
+    if pub is not None:
+        return pub
+    state = hoststate.HostRdtState.from_stats({hoststate.STATS_KEY: raw})
+    if state is None or (state.solver is None and '"plan":' in raw):
+        # A version or an input form this reader does not know.
+        return _UNREADABLE
+    if state.solver is None:
+        return _NO_INPUT
+    if len(_PUBLISHED) >= _MAX_HOSTS:
+        _PUBLISHED.clear()
+    pub = _PUBLISHED[raw] = Published(state)
+    return pub
 
 
 _PUBLISHED: dict[str, Published] = {}
 
 
-def host_summary(host_state) -> planner.HostSummary | Published | None:
-    """The host's published state, parsed once per change of content."""
+def host_summary(host_state) -> Published | str | None:
+    """The host's published state, read once per change of content:
+    the compute's claim input, why it has none (a str), or None for a
+    host that publishes no RDT state at all."""
     stats = host_state.stats
     raw = stats.get(hoststate.STATS_KEY) if stats else None
     key = (host_state.host, host_state.nodename)
@@ -123,6 +139,12 @@ def host_summary(host_state) -> planner.HostSummary | Published | None:
     if cached is not None and cached[0] == raw:
         return cached[1]
     summary = _read(raw) if raw else None
+    if isinstance(summary, str):
+        # Once per change of the host's document, not per request: the
+        # operator's to fix, and every rdt: request skips this host.
+        LOG.warning("RDTFilter: compute %s publishes %s: %s; it gets no "
+                    "rdt: request until then", host_state.host, summary,
+                    _FIXES[summary])
     if len(_SUMMARIES) >= _MAX_HOSTS:
         _SUMMARIES.clear()            # hosts gone for good; start over
     _SUMMARIES[key] = (raw, summary)
@@ -146,13 +168,11 @@ def _request_key(content) -> int:
 class _Request:
     """One request spec, read once for all the hosts it is checked on."""
 
-    __slots__ = ("spec_obj", "req", "placement", "pinned", "memo", "key",
-                 "numa_key", "several")
+    __slots__ = ("spec_obj", "req", "placement", "key", "numa_key",
+                 "several")
 
     def __init__(self, spec_obj):
         self.spec_obj = spec_obj
-        self.memo: dict = {}
-        self.pinned = None
         self.numa_key = None
         # A multi-create: its earlier instances are counted (the field's
         # default is 1).
@@ -180,53 +200,11 @@ class _Request:
         else:
             self.placement = planner.Placement(flavor.vcpus, tuple(
                 frozenset(c.cpuset) | frozenset(c.pcpuset) for c in cells))
-        # Requests alike get one key, so a host whose content did not
-        # change answers a request like the last one from its summary.
+        # Requests alike get one key, so a document that did not change
+        # answers a request like an earlier one from its memo.
         self.key = _request_key((self.req, self.placement))
-        if not cells:
-            return
-        self.numa_key = _numa_key(spec_obj, topo)
-        # A pinned guest node can only go to a host cell with as many free
-        # pCPUs: a necessary condition of NUMATopologyFilter's fit.
-        if any(c.cpu_policy in _POLICIES_PINNED for c in cells
-               if "cpu_policy" in c):
-            self.pinned = tuple(
-                len(c.pcpuset) if "cpu_policy" in c
-                and c.cpu_policy in _POLICIES_PINNED else 0 for c in cells)
-
-    def eligible(self, host_state, summary) -> planner.Eligible:
-        """Per guest node, the host cells with room for its pinned CPUs:
-        a necessary condition of Nova's NUMA fit, cheap to check."""
-        if self.pinned is None or len(summary.cells) < 2:
-            return None
-        topo = host_state.numa_topology
-        if topo is None:
-            return None
-        free = {c.id: len(c.pcpuset) - len(c.pinned_cpus)
-                for c in topo.cells}
-        return tuple(frozenset(cid for cid, n in free.items() if n >= need)
-                     if need else None for need in self.pinned)
-
-    def nova_cells(self, host_state) -> planner.Eligible:
-        """The host cell Nova's NUMA fit gives each guest node here, or
-        None when it finds none (NUMATopologyFilter refuses the host)."""
-        fit = self.nova_fit(host_state)
-        return None if fit is None else tuple(
-            frozenset({cell}) for cell, _pcpus in fit)
-
-    def pinned_l3(self, host_state, summary) -> tuple | None:
-        """Per guest node, the cache indexes the compute will use under
-        Nova's fit: its pinned pCPUs' (the covered vCPUs') where pinned,
-        else its host cell's.  None: Nova finds no fit."""
-        fit = self.nova_fit(host_state)
-        if fit is None:
-            return None
-        covered = self.req.vcpus
-        return tuple(
-            summary.pinned_indexes(frozenset(
-                p for v, p in pinning if not covered or v in covered))
-            if pinning else summary.cell_indexes(cell)
-            for cell, pinning in fit)
+        if cells:
+            self.numa_key = _numa_key(spec_obj, topo)
 
     def nova_fit(self, host_state) -> tuple | None:
         """Per guest node, (the host cell, its (vCPU, pCPU) pinning or
@@ -378,8 +356,9 @@ class _Taken:
 
     spec_obj: object
     seen: int                          # the host's num_instances
-    cells: list                        # Nova's fit of each, or None
-    summary: tuple | None = None       # (raw, count, summary)
+    fits: list                         # Nova's fit of each, or None
+    # (the document they were claimed on, how many, the result)
+    after: tuple | None = None
 
 
 def _fitted(spec_obj) -> claim_mod.Fit:
@@ -480,32 +459,30 @@ class RDTFilter(filters.BaseHostFilter):
         # Hosts alike publish the same document: each answered once.
         seen: dict[tuple, str] = {}
         for h in hosts:
-            raw = (h.stats or {}).get(hoststate.STATS_KEY)
-            # Every host was filtered just now: a document with the
-            # solver's input was read then.
-            read = _PUBLISHED.get(raw) if raw else None
-            fit = r.nova_fit(h) if read is not None \
+            # filter_all read every host just now: what it read is cached.
+            cached = _SUMMARIES.get((h.host, h.nodename))
+            read = cached[1] if cached is not None else host_summary(h)
+            fit = r.nova_fit(h) if isinstance(read, Published) \
                 and r.placement.guest is not None else None
-            why = seen.get((raw, fit))
+            why = seen.get((id(read), fit))
             if why is None:
-                state = hoststate.HostRdtState.from_stats(h.stats)
-                if state is None:
+                if read is None:
                     why = _NO_RDT
-                elif read is not None:
+                elif isinstance(read, str):
+                    why = read
+                else:
                     why = (fit is not None or r.placement.guest is None) \
                         and read.refusal(r, fit) or _NO_FIT
-                else:
-                    why = planner.fits_anywhere(state, req, r.placement) \
-                        or _NO_FIT
-                seen[raw, fit] = why
+                seen[id(read), fit] = why
             counts[why] = counts.get(why, 0) + 1
             if LOG.isEnabledFor(std_logging.INFO):
                 LOG.info("RDTFilter: %s: %s", h, why, instance_uuid=uuid)
-        # A host with RDT says what this request lacks; a host without
-        # it says only that it has none (the ONP lab's controller would
-        # otherwise hide "no free CLOS left" on a tie).
+        # What this request lacks on a host that can judge it comes
+        # first, then a host that cannot (its nova-rdt is not this
+        # scheduler's), then a host without RDT (the ONP lab's
+        # controller would otherwise hide "no free CLOS left" on a tie).
         top = min(counts.items(), key=lambda kv: (
-            kv[0] == _NO_RDT, -kv[1], kv[0]))[0]
+            kv[0] == _NO_RDT, kv[0] in _FIXES, -kv[1], kv[0]))[0]
         # What follows the first ";" is where the free ways are: another
         # tenant's business.
         return _short("RDTFilter: no host can give this flavor's rdt: "
@@ -517,8 +494,8 @@ class RDTFilter(filters.BaseHostFilter):
             return True
         if isinstance(req, spec.SpecError):
             return False
-        summary = host_summary(host_state)
-        if summary is None:
+        pub = host_summary(host_state)
+        if pub is None:
             # An empty "rdt" stat is a host whose resctrl went away
             # (rdt_degraded says why): refused like a host without RDT.
             if LOG.isEnabledFor(std_logging.DEBUG):
@@ -526,56 +503,11 @@ class RDTFilter(filters.BaseHostFilter):
                 LOG.debug("RDTFilter: %s publishes no RDT state%s",
                           host_state, f" (degraded: {why})" if why else "")
             return False
-        if isinstance(summary, Published):
-            return self._claims(host_state, summary, r)
-        taken = self._taken_here(host_state, r) if r.several else None
-        if taken:
-            summary = self._after(host_state, summary, taken, r)
-            if summary is None:
-                LOG.debug("RDTFilter: %s is full after %d instances of "
-                          "this request", host_state, len(taken.cells))
-                return False
-        last = summary.last
-        if last is not None and last[0] == r.key:
-            verdict = last[1]
-        else:
-            verdict = summary.verdict(req, r.placement, r.memo)
-            summary.last = (r.key, verdict)
-        eligible = None
-        if verdict == summary.SOME and r.pinned:
-            # Only some host cells have the ways: which ones Nova can pick
-            # matters, and reading the host's NUMA topology (costly
-            # objects) is worth it only now.  First what is cheap: cells
-            # with the pCPUs to pin.
-            eligible = r.eligible(host_state, summary)
-            if eligible is not None:
-                verdict = summary.verdict(req, r.placement, r.memo,
-                                          eligible)
-        if verdict != summary.ALL and r.pinned \
-                and summary.several_per_cell \
-                and host_state.numa_topology is not None:
-            # Several L3s in one host cell: a pinned guest node uses only
-            # its pCPUs' L3, and Nova's fit says which those are.
-            per_node = r.pinned_l3(host_state, summary)
-            verdict = summary.NO if per_node is None else \
-                summary.verdict(req, r.placement, r.memo,
-                                pinned_l3=per_node)
-        if verdict == summary.SOME and r.placement.guest is not None \
-                and host_state.numa_topology is not None:
-            # Still only some: Nova takes the first cell that fits in its
-            # own order, room or not, so ask it which.
-            eligible = r.nova_cells(host_state)
-            verdict = summary.NO if eligible is None else \
-                summary.verdict(req, r.placement, r.memo, eligible)
-        if verdict == summary.NO:
-            if LOG.isEnabledFor(std_logging.DEBUG):
-                state = hoststate.HostRdtState.from_stats(host_state.stats)
-                LOG.debug("RDTFilter: %s fails: %s", host_state,
-                          planner.fits_anywhere(state, req, r.placement,
-                                                eligible)
-                          if state is not None else "unreadable state")
+        if isinstance(pub, str):
+            LOG.debug("RDTFilter: %s publishes %s: %s", host_state, pub,
+                      _FIXES[pub])
             return False
-        return True
+        return self._claims(host_state, pub, r)
 
     def _claims(self, host_state, pub: Published, r: _Request) -> bool:
         """The compute's own claim on its published solver input, with
@@ -583,10 +515,10 @@ class RDTFilter(filters.BaseHostFilter):
         and the request's earlier instances on this host claimed first."""
         taken = self._taken_here(host_state, r) if r.several else None
         if taken:
-            pub = self._after_claims(host_state, pub, taken, r)
+            pub = self._after(pub, taken, r)
             if pub is None:
                 LOG.debug("RDTFilter: %s is full after %d instances of "
-                          "this request", host_state, len(taken.cells))
+                          "this request", host_state, len(taken.fits))
                 return False
         fit = None
         if r.placement.guest is not None:
@@ -602,17 +534,19 @@ class RDTFilter(filters.BaseHostFilter):
         return True
 
     @staticmethod
-    def _after_claims(host_state, pub: Published, taken: _Taken,
-                      r: _Request) -> Published | None:
-        """``pub`` with this request's earlier instances claimed on it
-        (None: they do not all fit, so neither does another)."""
-        key = (host_state.stats.get(hoststate.STATS_KEY), len(taken.cells))
-        if taken.summary is not None and taken.summary[:2] == key:
-            return taken.summary[2]
+    def _after(pub: Published, taken: _Taken, r: _Request
+               ) -> Published | None:
+        """``pub`` with this request's earlier instances claimed on it,
+        each on the fit Nova gave it (None: they do not all fit, so
+        neither does another)."""
+        n = len(taken.fits)
+        if taken.after is not None and taken.after[0] is pub \
+                and taken.after[1] == n:
+            return taken.after[2]
         state = claim_mod.after_all(pub.state, r.req, r.placement,
-                                    taken.cells)
+                                    taken.fits)
         after = None if state is None else Published(state)
-        taken.summary = (*key, after)
+        taken.after = (pub, n, after)
         return after
 
     def _taken_here(self, host_state, r: _Request) -> _Taken | None:
@@ -629,29 +563,7 @@ class RDTFilter(filters.BaseHostFilter):
             self._taken[host_state] = _Taken(r.spec_obj, n, [])
             return None
         if n > rec.seen:
-            cells = _fitted(r.spec_obj) if r.placement.guest else None
-            rec.cells.extend([cells] * (n - rec.seen))
+            fit = _fitted(r.spec_obj) if r.placement.guest else None
+            rec.fits.extend([fit] * (n - rec.seen))
             rec.seen = n
-        return rec if rec.cells else None
-
-    @staticmethod
-    def _after(host_state, summary: planner.HostSummary, taken: _Taken,
-               r: _Request) -> planner.HostSummary | None:
-        """The host's summary with this request's earlier instances on it
-        (None: they do not all fit, so neither does another)."""
-        key = (summary.raw, len(taken.cells))
-        if taken.summary is not None and taken.summary[:2] == key:
-            return taken.summary[2]
-        state = hoststate.HostRdtState.from_stats(host_state.stats)
-        after = None
-        if state is not None:
-            try:
-                for fit in taken.cells:
-                    state = planner.taken(
-                        state, r.req, r.placement,
-                        None if fit is None else [c for c, _ in fit])
-                after = planner.HostSummary.of(state)
-            except planner.CannotHonour:
-                after = None
-        taken.summary = (*key, after)
-        return after
+        return rec if rec.fits else None

@@ -48,7 +48,7 @@ def demand(request: spec.RdtRequest | None, flavor_vcpus: int,
     return planner.demand(
         request or spec.RdtRequest((spec.NodeRequest(),), None, None),
         flavor_vcpus, instance_cells(numa_topology), state, host_cells,
-        monitor_default, check_class=False)
+        monitor_default)
 
 
 def request_for(instance) -> spec.RdtRequest | None:

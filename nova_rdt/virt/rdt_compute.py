@@ -558,7 +558,7 @@ class RdtCompute:
                 raise refuse(reason="nova-rdt: no free RMID (monitoring "
                                     "ID) left on this host")
             cls = (eff.classes or {}).get(rdt_class) if rdt_class else None
-            why = eff.class_problem(cls, room=False) \
+            why = eff.class_problem(cls) \
                 if cls is not None and not cls.exists else None
             if why:
                 raise refuse(reason=f"nova-rdt: rdt:class={rdt_class}: its "

@@ -1,5 +1,8 @@
 """RDTFilter on Nova's real HostState/RequestSpec, and the API validators."""
 
+import json
+import logging
+
 import pytest
 
 nova = pytest.importorskip("nova", reason="needs nova (the nova extra)")
@@ -11,7 +14,8 @@ from nova.scheduler import host_manager  # noqa: E402
 
 from nova_rdt.api import flavor_check  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
-from tests.unit.test_planner import state  # noqa: E402
+from tests.unit.test_planner import published  # noqa: E402
+from tests.unit.test_planner import state as bare_state  # noqa: E402
 
 objects.register_all()
 
@@ -21,8 +25,13 @@ def spec_obj(extra, vcpus=4):
         flavorid="f", vcpus=vcpus, extra_specs=extra), numa_topology=None)
 
 
-def host(stats):
-    hs = host_manager.HostState("h", "n", "cell")
+def state(**kw):
+    """A host state as a compute of this release publishes it."""
+    return published(bare_state(**kw))
+
+
+def host(stats, name="h"):
+    hs = host_manager.HostState(name, "n", "cell")
     hs.stats = stats
     return hs
 
@@ -45,6 +54,44 @@ def test_filter_reparses_a_host_only_when_its_stats_are_replaced():
     assert f.host_passes(h, want)
     h.stats = state(used=(0x7ff, 0x7ff)).to_stats()    # an update
     assert not f.host_passes(h, want)
+
+
+def test_a_host_without_the_solver_input_gets_no_rdt_request(caplog):
+    """An older compute (its document has no solver input): refused for
+    every rdt: request, the log naming it and the fix once per document;
+    plain requests still go there."""
+    f = rdt_filter.RDTFilter()
+    old = host(bare_state().to_stats(), name="old-compute")
+    new = host(state().to_stats(), name="new-compute")
+    want = spec_obj({"rdt:l3_cache_ways": "4"})
+    with caplog.at_level(logging.WARNING, logger=rdt_filter.__name__):
+        assert f.filter_all([old, new], want) == [new]
+        assert f.filter_all([old, new], want) == [new]
+    warned = [r.getMessage() for r in caplog.records
+              if "old-compute" in r.getMessage()]
+    assert warned == [
+        "RDTFilter: compute old-compute publishes no nova-rdt solver input "
+        "(nova-rdt older than the scheduler's, or not yet reported): "
+        "upgrade nova-rdt on it; it gets no rdt: request until then"]
+    assert f.filter_all([old], spec_obj({})) == [old]
+    # Alone, it is the instance's fault, without the host's name.
+    with pytest.raises(exception.NoValidHost) as e:
+        f.run_filter_for_index(0)
+        f.filter_all([old], want)
+    assert "no nova-rdt solver input" in str(e.value)
+    assert "old-compute" not in str(e.value)
+
+
+def test_a_document_this_scheduler_cannot_read_says_upgrade_it(caplog):
+    doc = json.loads(state().to_stats()["rdt"])
+    doc["v"] = 99
+    newer = host({"rdt": json.dumps(doc)}, name="newer-compute")
+    f = rdt_filter.RDTFilter()
+    with caplog.at_level(logging.WARNING, logger=rdt_filter.__name__):
+        assert not f.host_passes(newer, spec_obj({"rdt:l3_cache_ways": "4"}))
+    assert "compute newer-compute publishes an RDT state this scheduler " \
+        "cannot read (nova-rdt newer than the scheduler's): upgrade " \
+        "nova-rdt on the schedulers" in caplog.text
 
 
 def test_filter_refuses_a_flavor_with_a_bad_spec():

@@ -22,12 +22,20 @@ from nova.virt import hardware  # noqa: E402
 
 from nova_rdt.allocation import hoststate  # noqa: E402
 from nova_rdt.allocation import planner  # noqa: E402
+from nova_rdt.allocation import spec  # noqa: E402
+from nova_rdt.scheduler import claim  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
-from tests.unit.test_planner import state  # noqa: E402
+from tests.unit.test_planner import published  # noqa: E402
+from tests.unit.test_planner import state as bare_state  # noqa: E402
 
 objects.register_all()
 
 CELLS = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}
+
+
+def state(**kw):
+    """A host state as a compute of this release publishes it."""
+    return published(bare_state(**kw))
 
 
 def host_numa(free_pcpus=(4, 4), memory=(8192, 8192), shared=False):
@@ -148,10 +156,12 @@ def test_a_class_is_made_once_then_free():
     low = hoststate.ClassState("low", 4, None, False)
     hs = host(state(clos_free=1, classes={"low": low}))
     assert schedule([hs], request({"rdt:class": "low"}), 3) == ["h"] * 3
-    after = planner.taken(state(clos_free=1, classes={"low": low}),
-                          planner.spec.parse({"rdt:class": "low"}, 4),
-                          planner.Placement(4))
-    assert after.clos_free == 0 and after.classes["low"].exists
+    s = state(clos_free=1, classes={"low": low})
+    member = spec.parse({"rdt:class": "low"}, 4)
+    after = claim.after_all(s, member, planner.Placement(4), [None])
+    assert after.classes["low"].exists
+    assert "no CLOS left" in claim.refusal(
+        after, spec.parse(FOUR, 4), planner.Placement(4), None)
 
 
 def test_sharers_of_one_request_stack_next_to_the_pmd_cos():
@@ -314,18 +324,3 @@ def test_pci_devices_steer_nova_and_the_filter_alike(monkeypatch):
         verdicts[name] = ([c.id for c in fitted.cells],
                           f.host_passes(hs, spec_obj))
     assert verdicts == {"with": ([1], True), "without": ([0], False)}
-
-
-def test_fast_path_unchanged_for_the_exact_check():
-    # The consumed state is judged by the same summary as a published one.
-    s = state()
-    after = planner.taken(s, planner.spec.parse(FOUR, 4),
-                          planner.Placement(4))
-    assert after.cache[0].used["both"] == 0x3 | 0x3c
-    assert planner.HostSummary.of(after).fits(
-        planner.spec.parse(FOUR, 4), planner.Placement(4), {})
-    twice = planner.taken(after, planner.spec.parse(FOUR, 4),
-                          planner.Placement(4))
-    with pytest.raises(planner.CannotHonour):
-        planner.taken(twice, planner.spec.parse(FOUR, 4),
-                      planner.Placement(4))

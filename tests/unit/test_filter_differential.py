@@ -14,10 +14,9 @@ enough room" otherwise).  After every step, for every probe request,
 compared with the compute's own decision (a dry-run claim): a pass the
 compute refuses is a late refusal and a reschedule, a refusal where it
 accepts is a No valid host while there is room.  Every start of an
-accepted boot must find its run in libvirt's allocator.  Each verdict
-is taken on two documents: an older compute's (its rooms) and the one
-with the claim's solver input, which RDTFilter answers with the claim.
-The second instance of a multi-create is compared too, pinned guests
+accepted boot must find its run in libvirt's allocator.  The document
+carries the claim's solver input, which RDTFilter answers with the
+claim.  The second instance of a multi-create is compared too, pinned guests
 where Nova's fit puts them next to the first.
 
 The resctrl side is held in memory (a :class:`HostView` per walk), so
@@ -259,26 +258,17 @@ class Host:
 
     # The compute's two answers -------------------------------------------
 
-    def published(self, plan: bool = False) -> dict:
-        """What the compute publishes; ``plan``: with its claim's solver
-        input, as :meth:`Placer.published` hands it once the compute side
-        of issue 38 calls ``with_solver`` (the inputs are the claim's
-        own, ``Placer._inputs``, on the same walk).  The rooms the solver
-        answers on it are the ones the compute publishes today."""
+    def published(self) -> dict:
+        """What the compute publishes: the state, with its claim's solver
+        input (the claim's own, ``Placer._inputs``, on the same walk)."""
         view = self.fs.collect()
         state = self.placer.published(view, self.cache_cpus, None,
                                       self.host_cells)
-        if not plan:
-            # An older compute's document: its rooms, no solver input.
-            return dataclasses.replace(state, solver=None).to_stats()
         _owners, host, book, groups = self.placer._inputs(view)
-        solved = state.with_solver(
-            host, book, groups, self.s.compaction,
-            monitor=rdt_compute.RdtCompute.monitor_default(True))
-        assert {cid: c.solved for cid, c in solved.cache.items()} == \
-            {cid: c.solved for cid, c in state.cache.items()}
-        assert solved.classes == state.classes
-        return solved.to_stats()
+        assert state.solver is not None
+        assert (state.solver.host, state.solver.reservations) == (host, book)
+        assert state.solver.compaction == self.s.compaction
+        return state.to_stats()
 
     def decide(self, boot: Boot, uuid: str, dry_run: bool,
                topology=_FIT):
@@ -467,10 +457,9 @@ class Boot:
 _LOADS = itertools.count()
 
 
-def filter_passes(host: Host, boot: Boot, stats=None,
-                  plan: bool = False) -> bool:
+def filter_passes(host: Host, boot: Boot, stats=None) -> bool:
     hs = host_manager.HostState("h", "h", "cell")
-    hs.stats = stats if stats is not None else host.published(plan)
+    hs.stats = stats if stats is not None else host.published()
     hs.num_instances = 0
     hs.numa_topology = host.numa
     hs.limits = {}
@@ -579,25 +568,18 @@ def compare(host: Host, boot: Boot, t: Tally, where: str,
 
 
 def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
-              k: int = 6, multi: bool = False, plan: bool = False,
+              k: int = 6, multi: bool = False,
               profile: str | None = None) -> Host:
     rng = random.Random(seed)
     host = Host(random_setup(rng, profile), tmp_root)
     for step in range(steps):
         t.states += 1
-        stats = host.published(plan)    # what the scheduler reads now
+        stats = host.published()        # what the scheduler reads now
         for boot in probes(rng, host, k):
             compare(host, boot, t, f"seed {seed} step {step}", stats)
         verdicts = None
         if multi:
             boot = random_boot(rng, host)
-            if not plan:
-                # An older compute's rooms judge a request's earlier
-                # instances on their whole host cells (planner.taken has
-                # no pinning): on hosts with several L3s per cell that
-                # refuses pinned multi-creates the claim accepts, which
-                # the solver input ends.
-                boot = dataclasses.replace(boot, numa=False, pinned=False)
             verdicts = multi_create(host, boot, stats)
         if verdicts is not None:
             passes, accepts = verdicts
@@ -629,19 +611,12 @@ def run_trial(seed: int, tmp_root: str, t: Tally, steps: int = 7,
     return host
 
 
-# The two documents a filter reads: the rooms an older compute publishes,
-# and the claim's solver input.
-DOCS = pytest.mark.parametrize("plan", [False, True],
-                               ids=["rooms", "solver-input"])
-
-
-@DOCS
-def test_the_filter_and_the_compute_never_disagree(tmp_path, plan):
+def test_the_filter_and_the_compute_never_disagree(tmp_path):
     trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120"))
     t = Tally()
     for seed in range(trials):
-        run_trial(seed, str(tmp_path), t, plan=plan)
-    print(f"\ndifferential ({'solver input' if plan else 'rooms'}): "
+        run_trial(seed, str(tmp_path), t)
+    print(f"\ndifferential: "
           f"{trials} hosts, {t.states} states, {t.pairs} "
           f"verdict pairs, {t.starts} starts; filter passes / compute "
           f"refuses: {len(t.late)}; filter refuses / compute accepts: "
@@ -652,8 +627,7 @@ def test_the_filter_and_the_compute_never_disagree(tmp_path, plan):
     assert not t.no_room, t.no_room[:3]
 
 
-@DOCS
-def test_sparse_hosts_agree_and_every_start_finds_its_run(tmp_path, plan):
+def test_sparse_hosts_agree_and_every_start_finds_its_run(tmp_path):
     """amd-epyc only (sparse masks): longer lives, so the free ways
     fragment.  The filter and the claim agree, and every accepted claim
     starts: its decided masks are one run each, free for libvirt's
@@ -663,9 +637,9 @@ def test_sparse_hosts_agree_and_every_start_finds_its_run(tmp_path, plan):
     one_run = 0
     for seed in range(trials):
         host = run_trial(20_000 + seed, str(tmp_path), t, steps=12, k=4,
-                         plan=plan, profile="amd-epyc")
+                         profile="amd-epyc")
         one_run += host.one_run_starts
-    print(f"\nsparse ({'solver input' if plan else 'rooms'}): {trials} "
+    print(f"\nsparse: {trials} "
           f"hosts, {t.pairs} verdict pairs, {t.starts} starts, {one_run} "
           f"runs found, {t.no_run} refusals for free ways in no one "
           f"run; filter passes / compute refuses: {len(t.late)}; "
@@ -698,9 +672,7 @@ def test_cause1_pmd_cos_off_with_shared_ways_is_refused_at_start():
     settings_mod.HookSettings(pmd_cos=False, pmd_shared_ways=0)
 
 
-@DOCS
-def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path,
-                                                              plan):
+def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path):
     host = _host(tmp_path, classes=("be:l3_ways=2", "gold:l3_ways=3"))
     first = host.boot(Boot(ways=2))
     assert host.boot(Boot(cls="be")) is not None
@@ -708,14 +680,12 @@ def test_cause2_a_class_that_needs_a_move_is_not_refused_late(tmp_path,
     host.delete(first)
     gold = Boot(cls="gold")
     accepts, why = host.accepts(gold)
-    assert filter_passes(host, gold, plan=plan) == accepts, why
+    assert filter_passes(host, gold) == accepts, why
     assert accepts, why
     assert host.boot(gold) is not None
 
 
-@DOCS
-def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path,
-                                                               plan):
+def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path):
     """amd-epyc NPS1: one NUMA cell over four L3s.  A pinned guest uses
     only its pCPUs' L3, which Nova's pinning names."""
     host = _host(tmp_path, profile="amd-epyc",
@@ -732,12 +702,10 @@ def test_cause3_a_pinned_guest_is_judged_on_its_pinned_cpus_l3(tmp_path,
     host.start("filler")
     accepts, why = host.accepts(pinned)
     assert accepts, why
-    assert filter_passes(host, pinned, plan=plan)
+    assert filter_passes(host, pinned)
 
 
-@DOCS
-def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path,
-                                                               plan):
+def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path):
     """amd-epyc: free ways that are no run pass nothing: libvirt finds
     only contiguous runs.  Both refuse; with compaction a run is made
     and the start finds it."""
@@ -750,7 +718,7 @@ def test_cause4_fragmented_sparse_ways_are_no_room_for_libvirt(tmp_path,
         host.delete(booted[2])          # free: 2 ways and 3 ways, apart
         four = Boot(ways=4)
         accepts, why = host.accepts(four)
-        assert filter_passes(host, four, plan=plan) == accepts \
+        assert filter_passes(host, four) == accepts \
             == compaction
         if not compaction:
             assert "5 ways free, but no contiguous run of 4: libvirt " \
@@ -780,9 +748,8 @@ def test_libvirt_picking_another_run_is_overwritten_with_the_decided_one(
 
 # -- what No valid host says -------------------------------------------------
 
-@DOCS
 def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
-        tmp_path, plan):
+        tmp_path):
     """One host without RDT and one without a free CLOS: the fault says
     what the RDT host lacks, in English."""
     host = _host(tmp_path, profile="e5-2658-v3", reserved=4)
@@ -790,7 +757,7 @@ def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
         assert host.boot(Boot(ways=2)) is not None
     boot = Boot(ways=2)
     rdt = host_manager.HostState("a", "a", "cell")
-    rdt.stats = host.published(plan)
+    rdt.stats = host.published()
     plain = host_manager.HostState("b", "b", "cell")
     plain.stats = {}
     for hs in (rdt, plain):
@@ -800,10 +767,9 @@ def test_no_valid_host_names_the_rdt_hosts_reason_not_a_plain_hosts(
     f.run_filter_for_index(0)
     with pytest.raises(exception.NoValidHost) as ctx:
         f.filter_all([plain, rdt], boot.spec_obj())
-    # The older document's words, or the compute claim's own.
+    # The compute claim's own words.
     why = ("no CLOS left for the new instance: the host's reservations "
-           "and classes would need 4 CLOS, and 3 are available") if plan \
-        else "no free CLOS left"
+           "and classes would need 4 CLOS, and 3 are available")
     assert str(ctx.value) == (
         "No valid host was found. RDTFilter: no host can give this "
         f"flavor's rdt: request: {why}")
@@ -827,20 +793,18 @@ def test_a_spawn_walks_resctrl_three_times(tmp_path, share):
     assert host.fs.walks - before == 3
 
 
-@DOCS
-def test_a_multi_create_second_instance(tmp_path, plan):
+def test_a_multi_create_second_instance(tmp_path):
     """The filter counts a request's earlier instances on the published
     document (as Nova's consume_from_request counts their RAM); the
     compute then places the next one, as it places the first."""
     trials = int(os.environ.get("NOVA_RDT_DIFF_TRIALS", "120")) // 2
     t = Tally()
     for seed in range(trials):
-        run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True,
-                  plan=plan)
+        run_trial(10_000 + seed, str(tmp_path), t, k=0, multi=True)
     print(f"\nmulti-create: {t.multi} second instances ({t.multi_pinned} "
           f"pinned next to the first); filter passes / "
           f"compute refuses: {len(t.multi_late)}; filter refuses / compute "
           f"accepts: {len(t.multi_early)}")
-    assert t.multi > 100 and (t.multi_pinned > 10 or not plan)
+    assert t.multi > 100 and t.multi_pinned > 10
     assert not t.multi_late, t.multi_late[:3]
     assert not t.multi_early, t.multi_early[:3]

@@ -1,9 +1,9 @@
-"""RDTFilter's fast path against a fresh parse and the exact check.
+"""RDTFilter's cached path against the compute's claim, and its cases.
 
-The filter keeps a summary per host, keyed on the published string, and
-answers from precomputed free runs; the exact check plans the instance the
-way the driver does (demand, then libvirt's best fit) on every host cell
-assignment Nova may choose.  They must always agree.
+The filter keeps what it read per host, keyed on the published string,
+and answers with the claim the compute runs (:mod:`claim`) on the
+published solver input; the answer must always be the claim's on the
+document it was last given.
 """
 
 import datetime
@@ -21,15 +21,24 @@ from nova import objects  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 
 from nova_rdt.allocation import hoststate  # noqa: E402
+from nova_rdt.allocation import placement as placement_mod  # noqa: E402
 from nova_rdt.allocation import planner  # noqa: E402
 from nova_rdt.allocation import spec  # noqa: E402
+from nova_rdt.resctrl import cbmrules  # noqa: E402
+from nova_rdt.scheduler import claim  # noqa: E402
 from nova_rdt.scheduler import filter as rdt_filter  # noqa: E402
-from tests.unit.test_planner import WAY  # noqa: E402
-from tests.unit.test_planner import state  # noqa: E402
+from tests.unit.test_planner import published  # noqa: E402
+from tests.unit.test_planner import state as bare_state  # noqa: E402
 
 objects.register_all()
 
 LOW = hoststate.ClassState("low", 2, 10, False)
+
+
+def state(**kw):
+    """A host state as a compute of this release publishes it."""
+    return published(bare_state(**kw))
+
 
 
 # -- random hosts and requests -------------------------------------------
@@ -74,7 +83,7 @@ def hosts(draw):
     if draw(st.integers(0, 2)):
         pmd = tuple(draw(st.one_of(st.none(), _want)) for _ in range(n))
         if draw(st.integers(0, 3)):
-            used = tuple(u | hoststate.span(w or 0)
+            used = tuple(u | cbmrules.span(w or 0)
                          for u, w in zip(used, pmd))
     return state(used=used, clos_free=draw(st.integers(0, 2)), cdp=cdp,
                  mb=draw(st.booleans()), min_ways=draw(st.integers(1, 2)),
@@ -86,71 +95,6 @@ def hosts(draw):
 _want = st.one_of(
     st.just(0), st.sampled_from([0x600, 0x400, 0x700]),
     st.integers(0, (1 << 11) - 1).map(lambda m: m & ~0x3))
-
-
-@st.composite
-def requests(draw):
-    nodes = draw(st.one_of(st.none(), st.integers(1, 3)))
-    k = nodes or 1
-    kind = draw(st.sampled_from(["unified", "unified", "cdp", "class",
-                                 "class", "mb", "monitor"]))
-    specs = {}
-    if kind == "unified":
-        if draw(st.booleans()):
-            specs["rdt:l3_cache_ways"] = str(draw(st.integers(1, 6)))
-            if k > 1 and draw(st.booleans()):
-                specs["rdt:l3_cache_ways.1"] = str(draw(st.integers(1, 6)))
-        else:
-            specs["rdt:l3_cache_size"] = \
-                f"{draw(st.integers(1, 4)) * WAY // 1024}KiB"
-    elif kind == "cdp":
-        specs["rdt:l3_code_ways"] = str(draw(st.integers(1, 5)))
-        specs["rdt:l3_data_ways"] = str(draw(st.integers(1, 5)))
-    elif kind == "class":
-        specs["rdt:class"] = draw(st.sampled_from(["low", "other"]))
-    if kind in ("unified", "cdp", "mb") and draw(st.booleans()):
-        specs["rdt:mb_percent"] = str(draw(st.integers(1, 100)))
-    if kind == "mb" and "rdt:mb_percent" not in specs:
-        specs["rdt:mb_percent"] = "50"
-    monitor = draw(st.sampled_from([None, "true", "false"]))
-    if monitor is not None:
-        specs["rdt:monitor"] = monitor
-    if kind != "class" and draw(st.booleans()):
-        specs["rdt:vcpus"] = draw(st.sampled_from(["0", "3", "1-2"]))
-    if kind in ("unified", "cdp") and draw(st.integers(0, 2)):
-        specs["rdt:pmd_share"] = "true"
-    if not specs:
-        specs["rdt:monitor"] = "true"
-    vcpus = 4
-    r = spec.parse(specs, vcpus, k)
-    return r, planner.Placement.even(vcpus, nodes)
-
-
-@st.composite
-def eligibility(draw, placement, s):
-    """Host cells NUMATopologyFilter may choose (some are excluded)."""
-    if placement.guest is None or not draw(st.booleans()):
-        return None
-    ids = sorted(s.cells or s.cache)
-    return tuple(draw(st.one_of(st.none(), st.frozensets(
-        st.sampled_from(ids), max_size=len(ids)))) for _ in placement.guest)
-
-
-@settings(max_examples=600, deadline=None)
-@given(s=hosts(), rp=requests(), data=st.data())
-def test_fast_path_equals_the_exact_check(s, rp, data):
-    r, placement = rp
-    eligible = data.draw(eligibility(placement, s))
-    exact = planner.fits_anywhere(s, r, placement, eligible)
-    raw = s.to_stats()[hoststate.STATS_KEY]
-    fast = planner.HostSummary.parse(raw).fits(r, placement, {}, eligible)
-    assert fast == (exact is None), exact
-    # The published form reads back as the same state, so the exact
-    # check on the scheduler's side sees what the compute saw.
-    back = hoststate.HostRdtState.from_stats({"rdt": raw})
-    assert back == s
-    assert (planner.fits_anywhere(back, r, placement, eligible) is None) \
-        == fast
 
 
 # -- through the filter, with a cache that must not go stale ------------
@@ -176,23 +120,25 @@ def host_state(stats):
 @settings(max_examples=150, deadline=None)
 @given(seq=st.lists(st.tuples(hosts(), st.booleans()), min_size=1,
                     max_size=5),
-       ways=st.integers(1, 6), nodes=st.one_of(st.none(), st.integers(1, 2)))
-def test_cached_path_equals_a_fresh_parse_and_exact_check(seq, ways, nodes):
+       ways=st.integers(1, 6), share=st.booleans())
+def test_cached_path_equals_a_fresh_read_and_claim(seq, ways, share):
     """A host updated again and again, with fresh equal dicts or new
-    content: the filter's answer is always the exact one for the content
-    it was last given."""
+    content: the filter's answer is always the claim's on the content it
+    was last given, and that content reads back as the state published."""
     f = rdt_filter.RDTFilter()
     hs = host_state({})
     extra = {"rdt:l3_cache_ways": str(ways)}
-    placement = planner.Placement.even(4, nodes)
+    if share:
+        extra["rdt:pmd_share"] = "true"
     for s, same in seq:
         stats = dict(hs.stats) if same and hs.stats else s.to_stats()
+        if not same:
+            assert hoststate.HostRdtState.from_stats(stats) == s
         hs.stats = dict(stats)                  # Nova: a new dict each time
-        want = spec_obj(extra, 4, placement.guest)
-        exact = planner.fits_anywhere(
-            hoststate.HostRdtState.from_stats(stats),
-            spec.parse(extra, 4, nodes or 1), placement)
-        assert f.host_passes(hs, want) == (exact is None)
+        why = claim.refusal(hoststate.HostRdtState.from_stats(stats),
+                            spec.parse(extra, 4), planner.Placement(4),
+                            None)
+        assert f.host_passes(hs, spec_obj(extra)) == (why is None), why
 
 
 # -- parses: once per change of content ----------------------------------
@@ -222,13 +168,12 @@ def _host_state_from_db(stats, updated_at):
 
 def test_reloaded_compute_nodes_and_new_host_states_parse_once(
         monkeypatch):
-    """Equal content and updated_at on every request: one parse; a real
+    """Equal content and updated_at on every request: one read; a real
     change: one more."""
     parses = []
-    real = planner.HostSummary.parse
-    monkeypatch.setattr(planner.HostSummary, "parse",
-                        classmethod(lambda cls, raw: parses.append(raw)
-                                    or real(raw)))
+    real = rdt_filter._read
+    monkeypatch.setattr(rdt_filter, "_read",
+                        lambda raw: parses.append(raw) or real(raw))
     f = rdt_filter.RDTFilter()
     when = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     stats = {"num_instances": "0", **state().to_stats()}
@@ -249,6 +194,8 @@ def test_reloaded_compute_nodes_and_new_host_states_parse_once(
 def passes(s, extra, cells=None, numa=None):
     hs = host_state(s.to_stats())
     hs.numa_topology = numa
+    hs.limits = {}
+    hs.pci_stats = None
     return rdt_filter.RDTFilter().host_passes(hs, spec_obj(extra, 4, cells))
 
 
@@ -260,27 +207,29 @@ def test_class_is_scheduled_where_it_can_be_honoured():
         "other", 2, 10, False)}), cls)
     # No free CLOS: only an existing group will do.
     assert not passes(state(classes={"low": LOW}, clos_free=0), cls)
-    assert passes(state(clos_free=0, classes={
-        "low": hoststate.ClassState("low", 2, 10, True)}), cls)
+    made = bare_state(clos_free=0, classes={
+        "low": hoststate.ClassState("low", 2, 10, True)})
+    group = placement_mod.ClassGroup("low", {"L3": {0: 2, 1: 2}},
+                                     {"L3": {0: 0xc, 1: 0xc}})
+    assert passes(published(made, classes={"low": group}), cls)
     # Too few contiguous free ways on one cache id, or no RMID.
     assert not passes(state(used=(0x3, 0x7fd), classes={"low": LOW}), cls)
     assert not passes(state(rmids_free=0, classes={"low": LOW}), cls)
     # An MB value the kernel would refuse on this host (min 10%).
     assert not passes(state(classes={
         "low": hoststate.ClassState("low", 1, 5, False)}), cls)
-    # A host that does not publish classes (an older compute): its hook
-    # decides, as before.
-    assert passes(state(classes=None), cls)
 
 
 def test_class_problem_says_why():
-    s = state(used=(0x3, 0x7fd), classes={"low": LOW})
-    why = planner.fits_anywhere(s, spec.parse({"rdt:class": "low"}, 4),
-                                planner.Placement(4))
-    assert "rdt:class=low" in why and "cache id 1" in why
-    assert "not defined" in planner.fits_anywhere(
-        state(classes={}), spec.parse({"rdt:class": "low"}, 4),
-        planner.Placement(4))
+    member = spec.parse({"rdt:class": "low"}, 4)
+    why = claim.refusal(state(used=(0x3, 0x7fd), classes={"low": LOW}),
+                        member, planner.Placement(4), None)
+    assert "low" in why and "cache id 1" in why
+    assert "not defined" in claim.refusal(state(classes={}), member,
+                                          planner.Placement(4), None)
+    assert "mb=5 is outside" in claim.refusal(state(classes={
+        "low": hoststate.ClassState("low", 1, 5, False)}), member,
+        planner.Placement(4), None)
 
 
 def test_class_members_are_refused_by_the_driver_plan_too():
@@ -306,52 +255,58 @@ def test_monitoring_needs_cmt_and_an_rmid():
 
 def test_rmids_are_counted_and_taken_by_allocations():
     s = state(rmids_free=1)
-    d = planner.demand(spec.parse({"rdt:l3_cache_ways": "2"}, 4), 4, None,
-                       s, {}, False)
-    after = s.with_allocation(planner.decide(s, d))
+    two = spec.parse({"rdt:l3_cache_ways": "2"}, 4)
+    after = claim.after(s, claim.claim(s, two, planner.Placement(4), None))
     assert after.rmids_free == 0
-    with pytest.raises(planner.CannotHonour, match="RMID"):
-        planner.decide(after, d)
+    assert "RMID" in claim.refusal(after, two, planner.Placement(4), None)
 
 
 CELLS = {0: frozenset(range(0, 4)), 1: frozenset(range(4, 8))}
 
 
+def _host_numa(free_pcpus, cells=CELLS):
+    """Host cells of pCPUs, ``free_pcpus[c]`` of cell c's still free."""
+    return objects.NUMATopology(cells=[
+        objects.NUMACell(
+            id=c, cpuset=set(), pcpuset=set(cpus), memory=4096,
+            memory_usage=0, cpu_usage=0,
+            pinned_cpus=set(sorted(cpus)[:len(cpus) - free]),
+            siblings=[{x} for x in sorted(cpus)], mempages=[],
+            network_metadata=objects.NetworkMetadata(
+                physnets=set(), tunneled=False))
+        for (c, cpus), free in zip(sorted(cells.items()), free_pcpus)])
+
+
 def test_numa_guest_node_needs_ways_on_its_host_cells_cache_id():
-    # Cache id 0 full, id 1 roomy: a 1-node guest fits (cell 1); two
-    # nodes need both cells, so both cache ids.
+    # Cache id 0 full, id 1 roomy: a 1-node guest fits where Nova puts
+    # it on cell 1; two nodes need both cells, so both cache ids.
     s = state(used=(0x7ff, 0x3), cells=CELLS)
-    assert passes(s, {"rdt:l3_cache_ways": "4"}, cells=[{0, 1, 2, 3}])
+    assert passes(s, {"rdt:l3_cache_ways": "4"}, cells=[{0, 1}],
+                  numa=_host_numa([2, 4]))
+    assert not passes(s, {"rdt:l3_cache_ways": "4"}, cells=[{0, 1}],
+                      numa=_host_numa([4, 2]))
     assert not passes(s, {"rdt:l3_cache_ways": "2"},
-                      cells=[{0, 1}, {2, 3}])
+                      cells=[{0, 1}, {2, 3}], numa=_host_numa([4, 4]))
     # Without NUMA the vCPUs float: every cache id is needed.
     assert not passes(s, {"rdt:l3_cache_ways": "2"})
 
 
+SNC = {0: frozenset({0, 1}), 1: frozenset({2, 3}),
+       2: frozenset({4, 5}), 3: frozenset({6, 7})}
+
+
 def test_two_host_cells_on_one_l3_add_up():
-    snc = {0: frozenset({0, 1}), 1: frozenset({2, 3}),
-           2: frozenset({4, 5}), 3: frozenset({6, 7})}
-    s = state(used=(0x7f, 0x7ff), cells=snc)        # id 0: 4 free ways
+    s = state(used=(0x7f, 0x7ff), cells=SNC)        # id 0: 4 free ways
     two = [{0, 1}, {2, 3}]
-    assert passes(s, {"rdt:l3_cache_ways": "2"}, cells=two)
-    assert not passes(s, {"rdt:l3_cache_ways": "3"}, cells=two)
+    # Nova puts the nodes on cells 0 and 1, both on cache id 0.
+    numa = _host_numa([2, 2, 1, 1], SNC)
+    assert passes(s, {"rdt:l3_cache_ways": "2"}, cells=two, numa=numa)
+    assert not passes(s, {"rdt:l3_cache_ways": "3"}, cells=two, numa=numa)
 
 
-def _host_numa(free_pcpus):
-    return objects.NUMATopology(cells=[
-        objects.NUMACell(
-            id=c, cpuset=set(), pcpuset=set(range(c * 4, c * 4 + 4)),
-            memory=4096, memory_usage=0, cpu_usage=0,
-            pinned_cpus=set(range(c * 4, c * 4 + 4 - free)),
-            siblings=[{x} for x in range(c * 4, c * 4 + 4)],
-            mempages=[], network_metadata=objects.NetworkMetadata(
-                physnets=set(), tunneled=False))
-        for c, free in enumerate(free_pcpus)])
-
-
-def test_pinned_guest_node_only_counts_cells_with_free_pcpus():
-    # Ways are free only on cache id 0, but cell 0's pCPUs are all
-    # pinned: NUMATopologyFilter can only choose cell 1.
+def test_pinned_guest_node_is_judged_on_the_cell_nova_can_pin():
+    # Ways are free only on cache id 0; where cell 0's pCPUs are all
+    # pinned, Nova (and NUMATopologyFilter) can only choose cell 1.
     s = state(used=(0x3, 0x7ff), cells=CELLS)
     want = {"rdt:l3_cache_ways": "2"}
     assert passes(s, want, cells=[{0, 1}], numa=_host_numa([4, 4]))
@@ -363,21 +318,25 @@ def test_guest_nodes_on_one_l3_cannot_take_the_whole_cache():
     snc = {0: frozenset({0, 1}), 1: frozenset({2, 3})}
     s = state(used=(0,), cells=snc)                 # 11 free ways
     two = [{0, 1}, {2, 3}]
-    assert passes(s, {"rdt:l3_cache_ways": "5"}, cells=two)
+    numa = _host_numa([2, 2], snc)
+    assert passes(s, {"rdt:l3_cache_ways": "5"}, cells=two, numa=numa)
     # 5 + 6 = 11 ways fit the free run, but would be the whole cache.
     eleven = {"rdt:l3_cache_ways": "5", "rdt:l3_cache_ways.1": "6"}
-    assert not passes(s, eleven, cells=two)
-    assert "whole cache" in planner.fits_anywhere(
-        s, spec.parse(eleven, 4, 2), planner.Placement.even(4, 2))
+    assert not passes(s, eleven, cells=two, numa=numa)
+    assert "whole cache" in claim.refusal(
+        s, spec.parse(eleven, 4, 2), planner.Placement.even(4, 2),
+        ((0, None), (1, None)))
 
 
 def test_a_guest_node_without_covered_vcpus_needs_no_ways():
     s = state(used=(0x3, 0x7ff), cells=CELLS)
-    # Only vCPU 0 (guest node 0) is covered; node 1 may sit on cell 1,
+    # Only vCPU 0 (guest node 0) is covered; node 1 sits on cell 1,
     # whose cache id is full.
+    numa = _host_numa([4, 4])
     assert passes(s, {"rdt:l3_cache_ways": "2", "rdt:vcpus": "0"},
-                  cells=[{0, 1}, {2, 3}])
-    assert not passes(s, {"rdt:l3_cache_ways": "2"}, cells=[{0, 1}, {2, 3}])
+                  cells=[{0, 1}, {2, 3}], numa=numa)
+    assert not passes(s, {"rdt:l3_cache_ways": "2"}, cells=[{0, 1}, {2, 3}],
+                      numa=numa)
 
 
 def test_filter_all_agrees_with_host_passes_and_skips_rebuilds():
@@ -425,7 +384,7 @@ def test_no_host_left_says_why_without_hosts_counts_or_masks(caplog):
     logged = caplog.text
     for i in range(4):
         assert f"secret-host-{i}" in logged
-    assert "free runs" in logged and "no free CLOS" in logged
+    assert "free runs none" in logged and "no CLOS left" in logged
 
 
 def test_a_long_reason_fits_novas_fault():

@@ -92,7 +92,18 @@ def test_a_failure_keeps_the_logs_and_is_recorded(tmp_path):
             raise ValueError("broken")
     assert lab.events == [("failed", "broken"), ("stop", "")]
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["ok"] is False and doc["error"] == "broken"
+    # Not the lab's own error: it says what it is.
+    assert doc["ok"] is False and doc["error"] == "ValueError: broken"
+
+
+def test_a_failure_says_what_it_is_unless_it_is_the_labs_own():
+    from nova_rdt.lab.procs import LabError
+    from nova_rdt.lab.run import describe
+    assert describe(LabError("libvirtd did not start")) == \
+        "libvirtd did not start"
+    # A bare KeyError printed only its key: "nova-rdt lab failed: None".
+    assert describe(KeyError(None)) == "KeyError: None"
+    assert describe(RuntimeError()) == "RuntimeError"
 
 
 def test_an_interrupt_stops_everything_and_restores_the_handlers(tmp_path):

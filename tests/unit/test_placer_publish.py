@@ -2,8 +2,9 @@
 
 A real :class:`~nova_rdt.virt.placer.Placer` on the FUSE emulator
 (gold-6252: 11 ways on each of 2 cache ids, host ways 0-1).  After each
-step, for every size, RDTFilter's answer on the published document must
-be the compute's own (a dry-run claim): a pass where the compute refuses
+step, for every size, the claim RDTFilter runs on the published document
+(its solver input, read back) must answer as the compute's own (a
+dry-run claim): a pass where the compute refuses
 is a late refusal and a reschedule, a refusal where it accepts is a
 "No valid host" while there is room.
 """
@@ -23,6 +24,7 @@ from nova_rdt.allocation import spec
 from nova_rdt.host import prep
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
+from nova_rdt.scheduler import claim
 from nova_rdt.virt import placer as placer_mod
 from tests.hook_host import emulator_fixture
 
@@ -63,12 +65,12 @@ def _running(placer, fs, n, mask, movable=True):
 def _assert_agree(placer, fs, classes=None):
     state = hoststate.from_resctrl(HostView.collect(fs), classes=classes,
                                    prefix=PREFIX, pmd_cos=False)
-    published = placer.effective(state)
-    summary = planner.HostSummary.parse(
-        published.to_stats()[hoststate.STATS_KEY])
+    published = hoststate.HostRdtState.from_stats(
+        placer.effective(state, solve=True).to_stats())
     for n in range(1, 12):
         req = spec.parse({"rdt:l3_cache_ways": str(n)}, 2, 1)
-        passes = summary.fits(req, planner.Placement(2), {})
+        passes = claim.refusal(published, req, planner.Placement(2),
+                               None) is None
         try:
             placer.claim(f"probe{n}", f"probe-{n}", {"L3": {0: n, 1: n}},
                          dry_run=True)

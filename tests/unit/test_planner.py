@@ -5,8 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
+from nova_rdt import naming
 from nova_rdt.allocation import hostlayout
 from nova_rdt.allocation import hoststate
+from nova_rdt.allocation import placement
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import spec
 from nova_rdt.emulator import topology
@@ -43,6 +45,41 @@ def state(used=(0x3, 0x3), cbm_len=11, clos_free=7, cdp=False, mb=True,
         classes=classes)
 
 
+def published(s, book=None, classes=None, compaction=False,
+              monitor=False):
+    """``s`` as a compute publishes it: with the solver input of a host
+    whose every used way is fixed (the root's, or groups nova-rdt does
+    not move), the PMD COS's wanted ways its base, and ``clos_free``
+    CLOS beside those ``book`` and ``classes`` hold."""
+    res = {k: naming.RESOURCE_OF_KIND[k] for k in s.cache_types}
+    any_c = next(iter(s.cache.values()), None)
+    ids = tuple(sorted(s.cache))
+    pmd_ids = frozenset(cid for cid, c in s.cache.items() if c.pmd)
+    host = placement.Host(
+        resources={r: placement.Resource(any_c.cbm_len, any_c.min_ways,
+                                         any_c.sparse)
+                   for r in res.values()} if any_c else {},
+        ids={r: ids for r in res.values()} if any_c else {},
+        host_ways={r: {cid: c.used[k] & ~(c.pmd_cover(k)
+                                          & ~c.pmd_want.get(k, 0))
+                       for cid, c in s.cache.items()}
+                   for k, r in res.items()} if any_c else {},
+        pmd_base={r: {cid: c.pmd_want.get(k, 0)
+                      for cid, c in s.cache.items() if c.pmd}
+                  for k, r in res.items()} if pmd_ids else {},
+        pmd_ids=pmd_ids or None,
+        clos=s.clos_free + len(book or {}) + len(classes or {}))
+    return s.with_solver(host, book or {}, classes or {}, compaction,
+                         monitor)
+
+
+def judge(s, r, placement_=None, fit=None):
+    """Why the compute's claim refuses ``r`` on ``s`` as published."""
+    from nova_rdt.scheduler import claim
+    return claim.refusal(published(s) if s.solver is None else s, r,
+                         placement_ or P, fit)
+
+
 P = planner.Placement(4)                # 4 vCPUs, no NUMA topology
 
 
@@ -57,7 +94,9 @@ def test_unpinned_instance_needs_every_cache_id():
     d = planner.demand(req(l3_cache_ways=4), 4, None, s, {}, False)
     assert d.cache == {0: {"both": 4}, 1: {"both": 4}}
     # The smallest free run, at its low end: above the host's ways.
-    assert planner.decide(s, d) == {0: {"both": 0x3c}, 1: {"both": 0x3c}}
+    from nova_rdt.scheduler import claim
+    c = claim.claim(published(s), req(l3_cache_ways=4), P, None)
+    assert c.plan.instances[hoststate.PROBE] == {"L3": {0: 0x3c, 1: 0x3c}}
 
 
 def test_pinned_cell_uses_the_l3_of_its_pcpus():
@@ -93,26 +132,19 @@ def test_fragmented_free_ways_do_not_fit_even_if_the_total_would():
     # root 0x3, foreign groups at ways 4, 7 and 10: free runs 2,2,2.
     frag = 0x3 | 1 << 4 | 1 << 7 | 1 << 10
     s = state(used=(frag, frag))
-    d = planner.demand(req(l3_cache_ways=3), 4, None, s, {}, False)
-    with pytest.raises(planner.CannotHonour,
-                       match="cache id 0: no room for 3 ways .*; free runs "
-                             r"2@2\(c\), 2@5\(60\), 2@8\(300\)"):
-        planner.decide(s, d)
-    assert planner.fits_anywhere(s, req(l3_cache_ways=3), P)
-    assert planner.fits_anywhere(s, req(l3_cache_ways=2), P) is None
+    assert judge(s, req(l3_cache_ways=3)) == (
+        "L3 cache id 0: no room for 3 ways of the new instance; free runs "
+        "2@2(c), 2@5(60), 2@8(300)")
+    assert judge(s, req(l3_cache_ways=2)) is None
 
 
 def test_clos_exhaustion_and_capabilities():
-    assert "CLOS" in planner.fits_anywhere(state(clos_free=0),
-                                           req(l3_cache_ways=1), P)
-    assert planner.fits_anywhere(state(mb=False), req(mb_percent=50),
-                                 P) is not None
-    assert "CDP" in planner.fits_anywhere(
-        state(), req(l3_code_ways=1, l3_data_ways=1), P)
-    assert "CDP" in planner.fits_anywhere(state(cdp=True),
-                                          req(l3_cache_ways=1), P)
-    assert planner.fits_anywhere(
-        state(cdp=True), req(l3_code_ways=1, l3_data_ways=2), P) is None
+    assert "CLOS" in judge(state(clos_free=0), req(l3_cache_ways=1))
+    assert "MBA" in judge(state(mb=False), req(mb_percent=50))
+    assert "CDP" in judge(state(), req(l3_code_ways=1, l3_data_ways=1))
+    assert "CDP" in judge(state(cdp=True), req(l3_cache_ways=1))
+    assert judge(state(cdp=True),
+                 req(l3_code_ways=1, l3_data_ways=2)) is None
 
 
 def test_mb_is_rounded_up_like_the_kernel():
@@ -126,36 +158,38 @@ def test_class_members_take_no_clos_and_no_monitor():
     assert not d.needs_clos and not d.monitor
 
 
-def test_numa_guest_nodes_go_to_distinct_ids():
+def test_numa_guest_nodes_take_ways_where_novas_fit_puts_them():
     two = spec.parse({"rdt:l3_cache_ways.0": "5", "rdt:l3_cache_ways.1": "2"},
                      4, 2)
-    s = state(used=(0x3, 0x7f))          # id 1 has 4 free ways
-    assert planner.fits_anywhere(s, two, planner.Placement.even(4, 2)) \
-        is None
-    s = state(used=(0x7f, 0x7f))
-    assert "no room for 5 ways" in planner.fits_anywhere(
-        s, two, planner.Placement.even(4, 2))
+    cells = {0: frozenset(range(4)), 1: frozenset(range(4, 8))}
+    s = state(used=(0x3, 0x7f), cells=cells)     # id 1 has 4 free ways
+    even = planner.Placement.even(4, 2)
+    assert judge(s, two, even, ((0, None), (1, None))) is None
+    assert "cache id 1: no room for 5 ways" in judge(
+        s, two, even, ((1, None), (0, None)))
+    s = state(used=(0x7f, 0x7f), cells=cells)
+    assert "no room for 5 ways" in judge(s, two, even,
+                                         ((0, None), (1, None)))
 
 
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=8))
 def test_claims_in_sequence_never_overlap(asks):
-    s = state()
+    from nova_rdt.scheduler import claim
+    s = published(state())
     taken = {0: 0, 1: 0}
     for ways in asks:
-        d = planner.Demand(frozenset({0}), {0: {"both": ways},
-                                            1: {"both": ways}}, {}, False)
         try:
-            masks = planner.decide(s, d)
-        except planner.CannotHonour:
-            assert s.cache[0].largest_free_run("both") < ways \
-                or s.clos_free < 1
+            c = claim.claim(s, req(l3_cache_ways=ways), P, None)
+        except planner.CannotHonour as e:
+            run = min(max((r.length for r in cbm.runs(
+                0x7ff & ~(taken[cid] | 0x3))), default=0) for cid in taken)
+            assert run < ways or "CLOS" in str(e)
             continue
-        for cid, per in masks.items():
-            assert per["both"] & (taken[cid] | 0x3) == 0
-            assert cbm.is_contiguous(per["both"])
-            taken[cid] |= per["both"]
-        s = s.with_allocation(masks)
-    assert s.clos_free >= 0
+        for cid, mask in c.plan.instances[hoststate.PROBE]["L3"].items():
+            assert mask & (taken[cid] | 0x3) == 0
+            assert cbm.is_contiguous(mask)
+            taken[cid] |= mask
+        s = claim.after(s, c)
 
 
 def test_stats_round_trip_and_traits():
@@ -185,7 +219,7 @@ def test_state_from_an_emulated_host(tmp_path):
     assert sorted(s.cache) == [0, 1]
     assert s.cache[0].cbm_len == 11 and s.cache[0].way_size == WAY
     # The root still holds every way: nothing can be allocated yet.
-    assert s.cache[0].largest_free_run("both") == 0
+    assert s.cache[0].used["both"] == 0x7ff
     assert s.clos_free == 6
     assert s.mb.units == "percent" and s.mb.gran == 10
 
@@ -214,32 +248,6 @@ def test_host_prep_plan(tmp_path, profile, reserved, pmd, ok):
         assert all(set(d.values()) == {top}
                    for r, d in layout.pmd.lines.items() if r != "MB")
     assert layout.managed_ways == n - reserved - pmd
-
-
-_ids_used = st.integers(0, (1 << 11) - 1).map(lambda m: m | 0x3)
-
-
-@given(used=st.lists(_ids_used, min_size=1, max_size=4),
-       clos=st.integers(0, 3), cdp=st.booleans(), mb=st.booleans(),
-       ways=st.integers(1, 10), mbp=st.one_of(st.none(), st.integers(1, 100)),
-       nodes=st.one_of(st.none(), st.integers(1, 3)),
-       kind=st.sampled_from(["unified", "cdp", "class", "mb"]))
-def test_fast_summary_agrees_with_the_exact_check(used, clos, cdp, mb, ways,
-                                                  mbp, nodes, kind):
-    s = state(used=tuple(used), clos_free=clos, cdp=cdp, mb=mb)
-    specs = {"unified": {"rdt:l3_cache_ways": str(ways)},
-             "cdp": {"rdt:l3_code_ways": str(ways),
-                     "rdt:l3_data_ways": str(max(ways - 1, 1))},
-             "class": {"rdt:class": "low_priority"},
-             "mb": {}}[kind]
-    if mbp is not None and kind != "class":
-        specs["rdt:mb_percent"] = str(mbp)
-    if not specs:
-        specs = {"rdt:monitor": "true"}
-    r = spec.parse(specs, 4, nodes or 1)
-    placement = planner.Placement.even(4, nodes)
-    exact = planner.fits_anywhere(s, r, placement) is None
-    assert planner.HostSummary.of(s).fits(r, placement, {}) == exact
 
 
 def test_incoming_masks_round_trip_and_bad_documents_read_as_none():

@@ -480,12 +480,13 @@ def test_filter_refuses_rdt_on_a_degraded_host_then_passes_it_again(
     from nova_rdt.allocation import hoststate
     from nova_rdt.scheduler import filter as rdt_filter
     from nova_rdt.virt import rdt_compute
+    from tests.unit.test_planner import published
     from tests.unit.test_planner import state
 
     objects.register_all()
     rdt_filter._SUMMARIES.clear()
     hs = host_manager.HostState("degraded-host", "n", "cell")
-    good = {**state().to_stats(), hoststate.DEGRADED_STAT: ""}
+    good = {**published(state()).to_stats(), hoststate.DEGRADED_STAT: ""}
     hs.stats = good
     want = objects.RequestSpec(flavor=objects.Flavor(
         flavorid="f", vcpus=4, extra_specs={"rdt:l3_cache_ways": "2"}),

@@ -87,7 +87,7 @@ def test_the_published_input_reads_back_as_the_claims_own(s):
     assert not set(back.reservations) & set(s.reservations)
 
 
-def test_the_document_carries_the_input_and_older_readers_ignore_it():
+def test_the_document_carries_the_input_and_no_rooms():
     book = {"vm": placement.Reservation("vm", {"L3": {0: 2}},
                                         {"L3": {0: 0xc}})}
     state = _state(_host(), book)
@@ -96,10 +96,24 @@ def test_the_document_carries_the_input_and_older_readers_ignore_it():
     assert back.solver == dataclasses.replace(
         state.solver, reservations={"r0": dataclasses.replace(
             book["vm"], uuid="r0")})
-    # The room fields are the solver's answers on the same input.
-    assert back.cache[0].room("both") == placement.room(
-        _host(), book, {}, "L3", 0) == 11 - 2 - 2
-    assert planner.HostSummary.parse(stats["rdt"]) is not None
+    doc = json.loads(stats["rdt"])
+    assert doc["v"] == 4
+    assert all(len(entry) == 4 for entry in doc["l3"])
+
+
+def test_a_version_3_document_with_rooms_still_reads():
+    """The previous release's compute: its rooms are skipped, its input
+    and PMD rule read."""
+    state = _state(_host(pmd=True))
+    doc = json.loads(state.to_stats()["rdt"])
+    doc["v"] = 3
+    doc["l3"] = [[cid, cpus, used, [9], [9], None, [["c"]]]
+                 for cid, cpus, used, _want in doc["l3"]]
+    doc["cells"] = [[0, "0-3", [0]]]
+    back = hoststate.HostRdtState.from_stats({"rdt": json.dumps(doc)})
+    assert back.solver == state.solver
+    assert back.cache[0].used == state.cache[0].used
+    assert back.cells == {0: frozenset(range(4))}
 
 
 @pytest.mark.parametrize("change", [
@@ -116,7 +130,6 @@ def test_every_defined_class_is_in_the_published_input():
     defs = {"be": hoststate.ClassState("be", 3, None, False)}
     state = _state(_host(), class_defs=defs)
     assert state.solver.classes["be"].ways == {"L3": {0: 3, 1: 3}}
-    assert state.classes["be"].can_make
 
 
 def _req(extra, vcpus=2):
@@ -138,7 +151,7 @@ def test_the_claim_is_the_solvers_and_counts_what_it_took():
     assert _judge(state2, {"rdt:l3_cache_ways": "5"}) is None
     why = _judge(state2, {"rdt:l3_cache_ways": "6"})
     assert why.startswith("L3 cache id 0: no room for 6 ways of the new "
-                          "instance")
+                          "instance; free runs 5@6")
     # A multi-create: two of them fit in the 9 free ways, three do not.
     assert claim.after_all(state, _req(ways), planner.Placement(2),
                            [None, None]) is not None
@@ -185,8 +198,8 @@ def test_a_sharer_is_placed_by_the_pmd_rule_only_where_it_is_on():
 @pytest.mark.parametrize("plan", ["garbage", [1, 2], None, {"v": 9}])
 def test_an_input_this_reader_does_not_know_leaves_the_rest(plan):
     """A newer compute's input: the state still reads (a live migration
-    still gets its cache ids), without the input, and the filter judges
-    the host on its rooms."""
+    still gets its cache ids), without the input, and the filter refuses
+    the host's rdt: requests, saying the scheduler is the older one."""
     state = _state(_host())
     doc = json.loads(state.to_stats()["rdt"])
     doc["plan"] = plan
@@ -196,5 +209,4 @@ def test_an_input_this_reader_does_not_know_leaves_the_rest(plan):
     assert back.cache == state.cache
     pytest.importorskip("nova", reason="needs nova (the nova extra)")
     from nova_rdt.scheduler import filter as rdt_filter
-    assert isinstance(rdt_filter._read(stats["rdt"]),
-                      planner.HostSummary)
+    assert rdt_filter._read(stats["rdt"]) == rdt_filter._UNREADABLE

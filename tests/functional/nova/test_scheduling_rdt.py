@@ -54,8 +54,8 @@ class TestParsesPerHostUpdate(RdtNovaTestBase):
         log = _ParseLog()
         # The cache is per process: start it empty, as a new scheduler
         # does (earlier tests published equal content for these hosts).
-        # Whichever document a compute publishes (its rooms, or its
-        # solver's input), the filter reads it in one place.
+        # The filter reads a compute's document (its solver's input) in
+        # one place.
         with mock.patch.dict(rdt_filter._SUMMARIES, clear=True), \
                 mock.patch.dict(rdt_filter._PUBLISHED, clear=True), \
                 mock.patch.object(rdt_filter, "host_summary",
