@@ -80,10 +80,6 @@ class CacheIdState:
     (:mod:`nova_rdt.allocation.placement`): a sharer keeps the span of
     ``pmd_want`` and its own ways one run over nobody else's ways (any
     ways under sparse masks); anyone else stays out of that span.
-
-    ``movable``: per type, the masks (inside ``used``) of the groups the
-    compute's planner moves when a demand needs their place -- its class
-    groups, and with ``[rdt] compaction`` the instances it may move.
     """
 
     id: int
@@ -95,8 +91,6 @@ class CacheIdState:
     sparse: bool = False          # the kernel takes non-contiguous masks
     pmd: bool = False
     pmd_want: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    movable: Mapping[str, tuple[int, ...]] = dataclasses.field(
-        default_factory=dict)
 
     def pmd_cover(self, kind: str) -> int:
         """The ways the PMD COS spans here (0 where the rule does not
@@ -355,22 +349,6 @@ class HostRdtState:
                 groups[name] = class_group(name, c.l3_ways, host)
         return dataclasses.replace(self, solver=SolverInput(
             host, dict(reservations), groups, compaction, monitor))
-
-    def with_movable(self, masks: Mapping[int, Mapping[str, Sequence[int]]]
-                     ) -> HostRdtState:
-        """This state with the masks of the groups the compute may move
-        (cache id -> type -> masks); masks not held here are left out."""
-        cache = dict(self.cache)
-        for cid, by_type in masks.items():
-            c = cache.get(cid)
-            if c is None:
-                continue
-            movable = {k: tuple(m for m in ms
-                                if m and m & c.used.get(k, 0) == m)
-                       for k, ms in by_type.items()}
-            cache[cid] = dataclasses.replace(
-                c, movable={k: ms for k, ms in movable.items() if ms})
-        return dataclasses.replace(self, cache=cache, solver=None)
 
     def with_relocated(self, pairs: Mapping[int, Mapping[str, Sequence[
             tuple[int, int]]]]) -> HostRdtState:

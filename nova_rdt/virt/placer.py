@@ -175,9 +175,8 @@ class Placer:
     def published(self, view: HostView, cache_cpus=None, way_sizes=None,
                   host_cells=None) -> hoststate.HostRdtState:
         """What the scheduler is told, from one walk of resctrl: the
-        state as the plan holds the host, with the room on every cache id
-        and the classes that can be made answered by the planner itself
-        on the inputs :meth:`claim` decides on."""
+        state as the plan holds the host, with the inputs :meth:`claim`
+        decides on (the filter runs the same claim on them)."""
         state = self.state_of(view, cache_cpus, way_sizes, host_cells)
         return self.effective(state, view=view, solve=True)
 
@@ -188,9 +187,8 @@ class Placer:
         decided and not written yet at their new place; every reservation
         that has no group yet laid on at its decided position, with its
         CLOS and RMID (instances claimed or stopped, but ``exclude``, and
-        classes whose group is still to be made); and the groups the
-        planner may move marked as such.  ``solve``: with the planner's
-        own answers for the scheduler (:meth:`published`)."""
+        classes whose group is still to be made).  ``solve``: with the
+        solver's input for the scheduler (:meth:`published`)."""
         with self._lock:
             if not self._book and not solve:
                 return state
@@ -200,23 +198,8 @@ class Placer:
             state = state.with_relocated(
                 self._pending_moves(view, owners, exclude))
             state = self._lay_on(state, owners, exclude)
-            state, placed_now = self._unplaced_classes(
-                state, owners, host, reservations, groups)
-            # What the planner moves to make room is published as such,
-            # so the filter passes a host where only a move makes room.
-            moving = [g.masks for g in groups.values() if g.masks]
-            moving += placed_now
-            if self.compaction:
-                moving += [r.masks for u, r in reservations.items()
-                           if u != exclude and r.movable and r.masks
-                           and r.rdt_class is None]
-            by_id: dict[int, dict[str, list[int]]] = {}
-            for masks in moving:
-                for cid, per in by_kind(masks).items():
-                    for kind, mask in per.items():
-                        by_id.setdefault(cid, {}).setdefault(
-                            kind, []).append(mask)
-            state = state.with_movable(by_id)
+            state = self._unplaced_classes(state, owners, host,
+                                           reservations, groups)
             if solve:
                 state = self._solved(state, view, host, reservations,
                                      groups)
@@ -228,9 +211,7 @@ class Placer:
                 groups: Mapping[str, placement.ClassGroup]
                 ) -> hoststate.HostRdtState:
         """``state`` with the solver's own input, the one :meth:`claim`
-        hands it: the scheduler runs the same claim on it (one model),
-        and the rooms an older scheduler reads are the solver's answers
-        on it."""
+        hands it: the scheduler runs the same claim on it (one model)."""
         return state.with_solver(host, reservations, groups, self.compaction,
                                  monitor=self.monitor_rdt)
 
@@ -285,23 +266,21 @@ class Placer:
         """A class in use with neither a group nor a decided place (its
         members all stopped, defined by an older nova-rdt) is placed when
         its first member starts: it costs its CLOS and ways now, where
-        the planner would put it.  Returns the state and those masks."""
+        the planner would put it."""
         unplaced = sorted(n for n, g in groups.items()
                           if g.masks is None and n not in owners.classes)
         if not unplaced:
-            return state, []
+            return state
         try:
             plan = placement.release(host, reservations, groups, "")
         except placement.NoPlacement:
             plan = None
-        placed = []
         for name in unplaced:
             masks = plan.classes.get(name) if plan else None
             if masks:
                 state = state.with_allocation(by_kind(masks))
-                placed.append(masks)
             state = _class_made(state, name)
-        return state, placed
+        return state
 
     @contextlib.contextmanager
     def starting(self):

@@ -118,7 +118,6 @@ def test_a_version_3_document_with_rooms_still_reads():
 
 @pytest.mark.parametrize("change", [
     lambda s: s.with_allocation({0: {"both": 0x30}}),
-    lambda s: s.with_movable({0: {"both": (0x30,)}}),
     lambda s: s.with_relocated({0: {"both": [(0x30, 0xc0)]}}),
 ])
 def test_a_changed_state_is_no_longer_the_claims_input(change):
