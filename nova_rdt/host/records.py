@@ -227,13 +227,17 @@ class Record:
         return procinfo.is_running(self.pid, self.pid_start)
 
 
-def _canonical_uuid(text: str) -> str | None:
-    if len(text) != 36:
+def canonical_uuid(text: object) -> str | None:
+    """``text`` as the canonical uuid it spells, or None."""
+    if not isinstance(text, str) or len(text) != 36:
         return None
     try:
         return str(uuid_mod.UUID(text))
     except ValueError:
         return None
+
+
+_canonical_uuid = canonical_uuid
 
 
 def _int(field: str, value: object, lo: int, hi: int) -> None:
