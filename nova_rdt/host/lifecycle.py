@@ -112,7 +112,8 @@ class DomainLifecycle:
                     "unreadable")
             room = rooms_mod.Room(
                 uuid=event.uuid, name=event.name, schemata=ways.format(),
-                boot_id=boot, pid=inv.pid, pid_start=inv.start)
+                boot_id=boot, pid=inv.pid, pid_start=inv.start,
+                made=max(rooms_mod.now_ticks()[0], inv.start))
         except rooms_mod.RoomError as e:
             LOG.warning("%s: no room kept for its ways: %s", event.name, e)
             return

@@ -16,6 +16,11 @@ without decided masks (the hook places them), and are started by hand.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import sys
+
 import pytest
 
 from tests.integration import hooklab
@@ -74,4 +79,60 @@ def test_a_sharer_started_by_hand_gets_the_ways_a_stopped_one_left(
     lab.libvirt.start_domain("p1", paused=False)
     hooklab.eventually(
         lambda: _l3(lab, hooklab.group_of(lab, "p1")) == 0x00c)
+    assert hooklab.hook_errors(lab) == []
+
+
+@contextlib.contextmanager
+def _hooks_delayed(lab, release_of: str, prepare_of: str):
+    """The hook's interpreter, for a moment: ``release_of``'s release
+    waits 1 s before it runs (its process exists from libvirt's call on,
+    as the shim's background job does), and ``prepare_of``'s prepare
+    returns to libvirt 2 s after its work.  The release then runs
+    between that prepare and libvirt's allocation, every time."""
+    wrapper = os.path.join(lab.base, "hook-python")
+    if not os.path.exists(wrapper):
+        pytest.skip("the lab's hook runs without a wrapper (no PYTHONPATH)")
+    with open(wrapper) as f:
+        saved = f.read()
+    env = "PYTHONPATH=" + shlex.quote(os.pathsep.join(
+        os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(
+            os.pathsep)))
+    py = shlex.quote(sys.executable)
+    with open(wrapper + ".new", "w") as f:
+        f.write(f"""#!/bin/sh
+case "$*" in
+    *"-- {release_of} release "*) sleep 1 ;;
+    *"-- {prepare_of} prepare "*)
+        {env} {py} "$@"; rc=$?; sleep 2; exit $rc ;;
+esac
+{env} exec {py} "$@"
+""")
+    os.chmod(wrapper + ".new", 0o755)
+    os.replace(wrapper + ".new", wrapper)
+    try:
+        yield
+    finally:
+        with open(wrapper, "w") as f:
+            f.write(saved)
+
+
+def test_a_late_release_between_prepare_and_allocation_keeps_the_room(
+        lab, guests):
+    """The race of the test above, forced: s1's release re-derives the
+    PMD COS after s3's prepare made room and before libvirt allocates.
+    It used to put s1's ways back ("Not enough room")."""
+    hooklab.eventually(lambda: _l3(lab, PMD) == 0x600)
+    _start(lab, guests, "s1", 2, True)
+    hooklab.eventually(lambda: _l3(lab, PMD) == 0x780)
+    _start(lab, guests, "s2", 3, True)
+    hooklab.eventually(lambda: _l3(lab, PMD) == 0x7f0)
+    _start(lab, guests, "p1", 2, False)
+    hooklab.eventually(
+        lambda: _l3(lab, hooklab.group_of(lab, "p1")) == 0x00c)
+    with _hooks_delayed(lab, release_of="s1", prepare_of="s3"):
+        lab.libvirt.destroy("s1")
+        _start(lab, guests, "s3", 2, True)
+        hooklab.eventually(
+            lambda: _l3(lab, hooklab.group_of(lab, "s3")) == 0x180
+            and _l3(lab, PMD) == 0x7f0)
     assert hooklab.hook_errors(lab) == []

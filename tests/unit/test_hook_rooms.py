@@ -238,10 +238,11 @@ def test_a_class_group_made_meanwhile_stays_off_the_room(emulator,
 
 def _room(host, uuid, name, *, age_s=0.0, boot=None, mask=0x180):
     now, hz = rooms_mod.now_ticks()
+    made = max(now - int(age_s * hz), 0)
     room = rooms_mod.Room(
         uuid=uuid, name=name, schemata=f"L3:0={mask:x};1={mask:x}\n",
         boot_id=boot or rooms_mod.boot_id(), pid=os.getpid(),
-        pid_start=max(now - int(age_s * hz), 0))
+        pid_start=made, made=made)
     rooms_mod.Rooms(host.settings.state_path).put(room)
     return room
 
@@ -296,9 +297,10 @@ def _plant(rooms_dir, name, data):
 
 
 def _good(uuid, **change):
+    now = rooms_mod.now_ticks()[0]
     data = {"uuid": uuid, "name": "x", "schemata": "L3:0=180;1=180\n",
             "boot_id": rooms_mod.boot_id(), "pid": os.getpid(),
-            "pid_start": rooms_mod.now_ticks()[0]}
+            "pid_start": now, "made": now}
     data.update(change)
     return json.dumps(data).encode()
 
@@ -352,3 +354,20 @@ def test_a_room_that_cannot_be_written_does_not_stop_the_start(host,
     Agent(host.settings).handle(_event("release", "s3", S3, 2, True))
     assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
     Agent(host.settings).reconcile()
+
+
+def test_the_records_failpoints_are_the_records_not_the_rooms(host):
+    """The faults lab arms records.write for the record a start writes:
+    the room 'prepare' writes earlier does not pass it."""
+    from nova_rdt import failpoints
+
+    _sharers_and_s1_stopped(host)
+    with failpoints.armed({"records.write": "trace",
+                           "records.rename": "trace"}):
+        Agent(host.settings).handle(_event("prepare", "s3", S3, 2, True))
+        assert failpoints.counts() == {"records.write": 0,
+                                       "records.rename": 0}
+        host.start("s3", 2, chosen=0x180, share=True, uuid=S3)
+        assert failpoints.counts() == {"records.write": 1,
+                                       "records.rename": 1}
+    assert _room_files(host) == []

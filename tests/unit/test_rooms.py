@@ -19,7 +19,7 @@ HZ = 100
 
 def _room(**change):
     data = dict(uuid=UUID, name="s3", schemata="L3:0=180;1=180\n",
-                boot_id=BOOT, pid=4242, pid_start=10_000)
+                boot_id=BOOT, pid=4242, pid_start=9_000, made=10_000)
     data.update(change)
     return rooms.Room(**data)
 
@@ -39,11 +39,12 @@ LIMIT = rooms.STALE_AFTER_TIMEOUTS * 10 * HZ      # hook_timeout 10 s
     (_facts(now=9_999), "after now"),
     (_facts(now=10_000 + LIMIT), None),
     (_facts(now=10_001 + LIMIT), "no QEMU of its start"),
-    # A QEMU of this start (forked after 'prepare') still starting.
+    # A QEMU of this start (forked after 'prepare' was invoked) still
+    # starting.
     (_facts(now=10_001 + LIMIT, qemu={"s3": 10_050}), None),
-    (_facts(now=10_001 + LIMIT, qemu={"s3": 10_000}), None),
+    (_facts(now=10_001 + LIMIT, qemu={"s3": 9_000}), None),
     # The pid file names an older process: not this start's QEMU.
-    (_facts(now=10_001 + LIMIT, qemu={"s3": 9_999}), "no QEMU"),
+    (_facts(now=10_001 + LIMIT, qemu={"s3": 8_999}), "no QEMU"),
     (_facts(now=10_001 + LIMIT, qemu={"other": 10_050}), "no QEMU"),
     # The boot id could not be read: the other rules still hold.
     (_facts(boot=None), None),
@@ -57,10 +58,10 @@ def test_stale(facts, why):
 
 
 @pytest.mark.parametrize("pid,start,dropped", [
-    (4242, 10_000, True),        # the process that made it
-    (4243, 10_001, True),        # invoked after the prepare
-    (4243, 10_000, False),       # the same tick: kept (see dropped_by)
-    (4243, 9_999, False),        # an earlier run's release, late
+    (4242, 9_000, True),         # the process that made it
+    (4243, 9_001, True),         # invoked after the prepare
+    (4243, 9_000, False),        # the same tick: kept (see dropped_by)
+    (4243, 8_999, False),        # an earlier run's release, late
     (4243, None, True),          # its own start unknown: as before rooms
 ])
 def test_dropped_by(pid, start, dropped):
@@ -108,6 +109,8 @@ def test_kept_free_covers_each_room_and_nothing_else(per_room):
     ({"pid": True}, "pid"),
     ({"pid_start": -1}, "pid_start"),
     ({"pid_start": 1.5}, "pid_start"),
+    ({"made": 8_999}, "made"),
+    ({"made": None}, "made"),
     ({"schemata": "L3:0=zz\n"}, "schemata"),
     ({"schemata": "MB:0=100\n"}, "not a cache"),
     ({"schemata": "L2:0=3\n"}, "not a cache"),
@@ -123,7 +126,7 @@ def test_a_room_nova_rdt_did_not_write_is_refused(change, why):
 
 def _raw(**change):
     data = dict(uuid=UUID, name="s3", schemata="L3:0=180\n",
-                boot_id=BOOT, pid=4242, pid_start=10_000)
+                boot_id=BOOT, pid=4242, pid_start=9_000, made=10_000)
     data.update(change)
     return json.dumps(data).encode()
 
@@ -157,8 +160,9 @@ _json = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(
-    ["uuid", "name", "schemata", "boot_id", "pid", "pid_start", "x"]),
-    _json, max_size=7) | _json)
+    ["uuid", "name", "schemata", "boot_id", "pid", "pid_start", "made",
+     "x"]),
+    _json, max_size=8) | _json)
 def test_hostile_json_is_refused_in_one_error(data):
     raw = json.dumps(data).encode()
     try:
