@@ -71,10 +71,12 @@ class HookHost:
             f.write(self.root_schemata)
 
     def launch(self, name: str, meta: rdt_config.LibvirtConfigGuestMetaNovaRdt,
-               schemata: str | None) -> tuple[subprocess.Popen, str | None]:
-        """libvirt starts ``name``: QEMU, its group written with
-        ``schemata`` (None: no group of its own, a class member), then
-        the hook.  Returns QEMU and the group's name."""
+               schemata: str | None, uuid: str | None = None
+               ) -> tuple[subprocess.Popen, str | None]:
+        """libvirt starts ``name`` (``uuid``, a new one by default): QEMU,
+        its group written with ``schemata`` (None: no group of its own, a
+        class member), then the hook.  Returns QEMU and the group's
+        name."""
         proc = subprocess.Popen(["sleep", "3600"])
         self.procs.append(proc)
         self.ids += 1
@@ -89,8 +91,8 @@ class HookHost:
         with open(os.path.join(self.run_dir, f"{name}.pid"), "w") as f:
             f.write(str(proc.pid))
         xml = (f"<domain type='kvm'><name>{name}</name>"
-               f"<uuid>{uuid_mod.uuid4()}</uuid><metadata>{meta.to_xml()}"
-               f"</metadata></domain>").encode()
+               f"<uuid>{uuid or uuid_mod.uuid4()}</uuid>"
+               f"<metadata>{meta.to_xml()}</metadata></domain>").encode()
         Agent(self.settings).handle(
             hookinput.parse([name, "started", "begin", "-"], xml))
         return proc, group

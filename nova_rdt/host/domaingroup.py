@@ -23,6 +23,7 @@ from nova_rdt.allocation import placement
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import context
 from nova_rdt.host import enforce
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
 from nova_rdt.host.context import IsolationError
@@ -46,6 +47,10 @@ class PlaceInputs:
     domains: Mapping[str, str]       # living domains' uuid -> name
     sharing: frozenset[str]          # uuids sharing the PMD COS
     pmd_base: Schemata | None        # None: the layout cannot be made
+    #: starting sharers' rooms (:mod:`nova_rdt.host.rooms`): uuid ->
+    #: (domain name, the ways kept free for it)
+    rooms: Mapping[str, tuple[str, Schemata]] = dataclasses.field(
+        default_factory=dict)
 
 
 def _ways(masks: Mapping[str, Mapping[int, int]]
@@ -76,7 +81,27 @@ def placed_masks(inputs: PlaceInputs, prefix: str,
     new = placement.Reservation(
         uuid, hostplan.ways_of({cid: {kind: n} for cid, kind, n in m.cache}),
         pmd_share=m.pmd_share and pmd_cos)
-    plan = placement.place(host, reservations, groups, new)
+    # A starting sharer's room is its place until libvirt made its group
+    # (that group, foreign until its record, then holds its ways).
+    machines = naming.LibvirtMachines(
+        g.name for g in view.groups if g.kind == "ctrl")
+    rooms = {}
+    for u, (name, ways) in sorted(inputs.rooms.items()):
+        if u == uuid or u in reservations or name in machines:
+            continue
+        masks = {r: dict(ways.domains(r)) for r in ways.resources()
+                 if r in host.resources}
+        if any(masks.values()):
+            rooms[u] = placement.Reservation(
+                u, _ways(masks), masks, pmd_share=pmd_cos, movable=False)
+    try:
+        plan = placement.place(host, {**reservations, **rooms}, groups, new)
+    except placement.InvalidState:
+        if not rooms:
+            raise
+        # A room that breaks a rule now (the host changed under it) is
+        # no reason to refuse this domain: placed as without rooms.
+        plan = placement.place(host, reservations, groups, new)
     return tuple(sorted(
         ((cid, hostplan.KIND_OF_RESOURCE[res]), mask)
         for res, per in plan.instances.get(uuid, {}).items()
@@ -101,6 +126,7 @@ class DomainGroup:
         self.settings = host.settings
         self.fs = host.fs
         self.records = host.records
+        self.rooms = rooms_mod.Pending.of(host)
 
     def apply(self, event: HookEvent, holder: str | None,
               snap: context.Snapshot | None = None) -> None:
@@ -202,9 +228,12 @@ class DomainGroup:
         domains = {r.uuid: r.name for r in recs if r.alive()}
         domains[event.uuid] = event.name
         base = self._pmd_base(view.caps)
+        rooms = {r.uuid: (r.name, r.ways())
+                 for r in self.rooms.in_effect(recs)
+                 if r.uuid not in domains}
         return PlaceInputs(view, domains,
                            frozenset(r.uuid for r in recs if r.pmd_share),
-                           Schemata(base) if base else None)
+                           Schemata(base) if base else None, rooms)
 
     def _pmd_base(self, caps) -> dict[str, dict[int, int]]:
         """The PMD COS's own ways as host preparation lays them out (none

@@ -1,13 +1,15 @@
 """A managed domain's life on this host, as libvirt's hook tells it.
 
 ``prepare`` checks that the domain's class is defined here and makes
-room for a sharer's ways before libvirt allocates.
+room for a sharer's ways before libvirt allocates, kept by a room
+(:mod:`nova_rdt.host.rooms`) until the domain runs.
 ``started`` and ``reconnect`` find libvirt's group of the domain's vCPUs
 and give it what libvirt cannot (:mod:`nova_rdt.host.domaingroup`),
-record the domain (:mod:`nova_rdt.host.records`), and join its class
-and the PMD COS.  ``release`` forgets the domain and shrinks what it
-shared.  All of it happens under the resctrl ``flock`` that libvirt's
-allocator also takes; the agent never calls libvirt.
+record the domain (:mod:`nova_rdt.host.records`) in place of its room,
+and join its class and the PMD COS.  ``release`` forgets the domain and
+its room and shrinks what it shared.  All of it happens under the
+resctrl ``flock`` that libvirt's allocator also takes; the agent never
+calls libvirt.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nova_rdt.host import domaingroup
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.host.classes import ClassGroups
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
@@ -32,6 +35,7 @@ from nova_rdt.host.events import HookEvent
 from nova_rdt.host.pmdcos import PmdCos
 from nova_rdt.host.reconcile import restore_group
 from nova_rdt.resctrl import errors
+from nova_rdt.resctrl.schemata import Schemata
 
 
 class DomainLifecycle:
@@ -46,6 +50,9 @@ class DomainLifecycle:
         self.domain_group = domain_group
         self.classes = classes
         self.pmd = pmd
+        self.rooms = rooms_mod.Pending.of(host)
+        #: this hook process: when libvirt invoked the operation it runs
+        self.invocation = rooms_mod.Invocation.current()
 
     def handle(self, event: HookEvent) -> None:
         m = event.managed
@@ -77,6 +84,12 @@ class DomainLifecycle:
             decided = self.domain_group.decided(event, snap)
             pmd = snap.schemata.get(self.pmd.group_name)
             ways = domaingroup.schemata_of(decided or ())
+            if decided:
+                # Kept until 'started' records the domain: a re-derivation
+                # of the PMD COS from the records alone (a stopped
+                # sharer's release, late in the background) would put
+                # the ways back before libvirt allocates.
+                self._put_room(event, ways)
             if pmd is None or not any(
                     (pmd.get(res, cid) or 0) & mask
                     for res in ways.resources()
@@ -85,6 +98,43 @@ class DomainLifecycle:
             LOG.info("%s: its ways %s out of the PMD COS until it starts",
                      event.name, ways.format().strip().replace("\n", " "))
             self.pmd.sync(snap=snap, keep_free=ways)
+
+    def _put_room(self, event: HookEvent, ways: Schemata) -> None:
+        """Keep ``ways`` free for ``event``'s domain until it runs.  The
+        room is made all the same when this fails; only a re-derivation
+        of the PMD COS before 'started' may then undo it."""
+        inv = self.invocation
+        boot = rooms_mod.boot_id()
+        try:
+            if inv.start is None or boot is None:
+                raise rooms_mod.RoomError(
+                    "this process's start time or the boot id is "
+                    "unreadable")
+            room = rooms_mod.Room(
+                uuid=event.uuid, name=event.name, schemata=ways.format(),
+                boot_id=boot, pid=inv.pid, pid_start=inv.start,
+                made=max(rooms_mod.now_ticks()[0], inv.start))
+        except rooms_mod.RoomError as e:
+            LOG.warning("%s: no room kept for its ways: %s", event.name, e)
+            return
+        try:
+            self.rooms.store.put(room)
+        except OSError as e:
+            LOG.error("%s", recovery.Degraded(
+                recovery.state_reason(e),
+                f"room of {event.name} ({event.uuid}) not written under "
+                f"{self.rooms.store.dir}: {e.strerror or e}; a PMD COS "
+                f"sync before it starts may take its ways back").line())
+
+    def _drop_room(self, uuid: str) -> None:
+        try:
+            self.rooms.store.remove(uuid)
+        except OSError as e:
+            # Harmless once the domain runs with its record (the room
+            # then no longer counts); swept by the next reconcile.
+            LOG.error("%s", recovery.Degraded(
+                recovery.state_reason(e),
+                f"cannot remove the room of {uuid}: {e}").line())
 
     # -- QEMU ------------------------------------------------------------
 
@@ -154,14 +204,22 @@ class DomainLifecycle:
                                   in m.class_masks)
                 if m.rdt_class and m.class_masks else None)
             recorded = self._put_record(rec)
+            # The record (or, unwritten, ``extra`` below) holds the ways
+            # now: a room outliving this is no longer counted.
+            self._drop_room(event.uuid)
             if lost is not None:
                 d = restore_group(self.fs, rec)
                 if d is not None:
                     LOG.error("%s", d.line())
             failpoints.hit("agent.after_record")
             if m.rdt_class:
+                # A class group made now stays off a starting sharer's
+                # room, as libvirt will allocate there.
+                recs, _bad = self.records.all()
                 self.classes.join(m.rdt_class, tids,
                                   planned=dict(m.class_masks) or None,
+                                  held=rooms_mod.held(self.rooms.in_effect(
+                                      [*recs, rec])) or None,
                                   snap=snap)
             if self.settings.pmd_cos and m.pmd_share:
                 self.pmd.sync(extra=() if recorded else (rec,), snap=snap)
@@ -230,6 +288,7 @@ class DomainLifecycle:
         with self.fs.locked():
             recs, _bad = self.records.all()
             rec = next((r for r in recs if r.uuid == uuid), None)
+            self._release_room(uuid, recs)
             failpoints.hit("agent.release_before_record")
             try:
                 self.records.remove(uuid)
@@ -245,3 +304,25 @@ class DomainLifecycle:
             # left the PMD COS without its ways (make_room).
             if self.settings.pmd_cos and (rec is None or rec.pmd_share):
                 self.pmd.sync()
+
+    def _release_room(self, uuid: str,
+                      recs: list[records_mod.Record]) -> None:
+        """Drop ``uuid``'s room unless it is a later start's (this release
+        ran late: :func:`rooms.dropped_by`), and sweep stale ones."""
+        try:
+            room = self.rooms.store.read(f"{uuid}.json")
+        except rooms_mod.RoomError:
+            room = None              # none, or not one: the sweep's
+        if room is not None:
+            if rooms_mod.dropped_by(room, self.invocation):
+                self._drop_room(uuid)
+            else:
+                LOG.info("%s: its room stays: a start that began after "
+                         "this release was invoked made it", room.name)
+        try:
+            removed, _kept = self.rooms.sweep(recs)
+        except OSError as e:
+            LOG.warning("cannot sweep stale rooms: %s", e)
+            return
+        for path in removed:
+            LOG.info("removed stale room %s", path)

@@ -25,6 +25,7 @@ from nova_rdt.allocation import pmdplan
 from nova_rdt.host import context
 from nova_rdt.host import ovs
 from nova_rdt.host import records as records_mod
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
 from nova_rdt.resctrl import capabilities as caps_mod
@@ -54,15 +55,19 @@ class PmdInputs:
     groups: dict[str, Schemata]           # control groups; the root's "/"
     sharers: dict[str, str]               # sharing instance -> its group
     cores: set[int] | None                # PMD cores; None: unknown
+    #: the ways the rooms of starting sharers keep free (:mod:`rooms`)
+    rooms: Schemata | None = None
 
 
 def resolve(inputs: PmdInputs, prefix: str,
             keep_free: Schemata | None = None) -> pmdplan.PmdPlan:
-    """The PMD COS's masks.  Pure."""
+    """The PMD COS's masks.  Pure.  The rooms count as ``keep_free``:
+    a starting sharer's ways stay out until its record says it runs."""
     return pmdplan.for_groups(inputs.caps, inputs.groups, prefix,
                               inputs.sharers, inputs.base,
                               pmd_cache_ids(inputs.caps, inputs.cores),
-                              keep_free=keep_free)
+                              keep_free=rooms_mod.merged(keep_free,
+                                                         inputs.rooms))
 
 
 def summary(gname: str, plan: pmdplan.PmdPlan, cpus: Collection[int]
@@ -105,7 +110,10 @@ class PmdCos:
     def __init__(self, host: HostContext):
         self.host = host
         self.fs = host.fs
+        self.rooms = rooms_mod.Pending.of(host)
         self.last_plan: pmdplan.PmdPlan | None = None
+        #: the ways rooms kept out of the last sync's plan
+        self.last_rooms: Schemata | None = None
 
     @property
     def group_name(self) -> str:
@@ -148,9 +156,12 @@ class PmdCos:
                     raise NotPrepared(why=why)
             plan = resolve(inputs, self.fs.prefix, keep_free)
             self.last_plan = plan
-            if plan.degraded and keep_free is None:
+            self.last_rooms = inputs.rooms
+            if plan.degraded and keep_free is None and inputs.rooms is None:
                 # libvirt placed a VM the driver did not predict; the
                 # relation is partly lost until the layout changes.
+                # (A room of a starting sharer cuts the span on purpose,
+                # until that sharer runs.)
                 LOG.warning("PMD COS degraded: cannot also cover the ways "
                             "of sharing instance(s) %s without covering "
                             "another group's ways or writing a mask the "
@@ -181,6 +192,10 @@ class PmdCos:
             if rec.pmd_share and rec.group and rec.alive() \
                     and rec.group in groups:
                 sharers[rec.uuid] = rec.group
+        rooms = self.rooms.in_effect([*recs, *extra])
+        for room in rooms:
+            LOG.info("PMD COS: %s's ways %s stay out while it starts",
+                     room.name, room.schemata.strip().replace("\n", " "))
         known = cores
         if known is None:
             # OVS did not answer: the PMD group's cores stay, and so do
@@ -189,7 +204,8 @@ class PmdCos:
                 known = set(self.fs.group(self.group_name).cpus())
             except errors.GroupNotFound:
                 known = None
-        return PmdInputs(caps, layout.pmd, groups, sharers, known)
+        return PmdInputs(caps, layout.pmd, groups, sharers, known,
+                         rooms_mod.kept_free(rooms))
 
     def _apply(self, plan: pmdplan.PmdPlan, cores: set[int] | None,
                snap: context.Snapshot) -> str:

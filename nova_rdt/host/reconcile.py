@@ -21,6 +21,7 @@ from nova_rdt.host import prep as host_prep
 from nova_rdt.host import procinfo
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.host.classes import ClassGroups
 from nova_rdt.host.context import LOG
 from nova_rdt.host.context import HostContext
@@ -129,6 +130,7 @@ class Reconciler:
         self.records = host.records
         self.classes = classes
         self.pmd = pmd
+        self.rooms = rooms_mod.Pending.of(host)
 
     def reconcile(self) -> ReconcileReport:
         """Remove what dead domains left; re-apply what living ones need.
@@ -181,6 +183,7 @@ class Reconciler:
         except OSError as e:
             self._state_failed(report, e, "cannot remove temporary files")
         living = self._drop_dead(self._read_records(report), report)
+        self._sweep_rooms(living, report)
         existing = {g.name for g in self.fs.groups(with_mon=False)}
         lost = recovery.lost_groups(living, existing)
         if lost:
@@ -196,11 +199,33 @@ class Reconciler:
         if self.host.settings.pmd_cos:
             report.pmd = self.pmd.sync()
             plan = self.pmd.last_plan
-            if plan is not None and plan.degraded:
+            # A starting sharer's room cuts the span on purpose.
+            if plan is not None and plan.degraded and \
+                    self.pmd.last_rooms is None:
                 degraded(report, recovery.Degraded(
                     "pmd_degraded",
                     f"the PMD COS cannot also cover {', '.join(plan.dropped)}"
                     f" (see the PMD COS warning above)"))
+
+    def _sweep_rooms(self, living: list[records_mod.Record],
+                     report: ReconcileReport) -> None:
+        """Remove the rooms no start follows up any more, and files that
+        are not rooms where rooms are kept (:mod:`rooms`)."""
+        try:
+            removed, kept = self.rooms.sweep(living)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                # nova-compute's reconcile reads as its own user; the
+                # hook's release and root's reconcile remove them.
+                LOG.info("reconcile: stale rooms left for root: %s", e)
+                return
+            self._state_failed(report, e, "cannot remove stale rooms")
+            return
+        for path in removed:
+            LOG.info("reconcile: removed stale room %s", path)
+        for what in kept:
+            LOG.error("reconcile: left in place, not a room: %s", what)
+        report.swept += removed
 
     def _read_records(self, report: ReconcileReport
                       ) -> list[records_mod.Record]:
@@ -270,7 +295,8 @@ class Reconciler:
         # still owns the ways its record holds: a class made now must
         # not take them.
         existing = {g.name for g in self.fs.groups(with_mon=False)}
-        held: dict[tuple[str, int], int] = {}
+        # So do the ways kept free for a sharer about to start.
+        held = rooms_mod.held(self.rooms.in_effect(living))
         for rec in living:
             if rec.group and rec.group not in existing and rec.schemata:
                 try:

@@ -36,11 +36,13 @@ class Host(HookHost):
     def __init__(self, workdir, emu):
         super().__init__(workdir, emu, "L3:0=7ff;1=7ff\n")
 
-    def start(self, name, ways, chosen, share=False, decided=None):
+    def start(self, name, ways, chosen, share=False, decided=None,
+              uuid=None):
         """libvirt starts ``name`` with ``ways`` on both cache ids at its
         ``chosen`` mask; the hook's 'started' follows."""
         m = _meta(ways, share, decided)
-        return self.launch(name, m, f"L3:0={chosen:x};1={chosen:x}\n")[1]
+        return self.launch(name, m, f"L3:0={chosen:x};1={chosen:x}\n",
+                           uuid)[1]
 
     def l3(self, name=""):
         return self.schemata(name).domains("L3")
@@ -191,7 +193,8 @@ def test_prepare_takes_a_sharers_ways_out_of_the_pmd_cos(host, decided):
     assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
 
     agent.handle(_event("prepare", "s3", uuid, 2, True, decided))
-    s3 = host.start("s3", 2, chosen=0x180, share=True, decided=decided)
+    s3 = host.start("s3", 2, chosen=0x180, share=True, decided=decided,
+                    uuid=uuid)
     assert host.l3(s3) == {0: 0x180, 1: 0x180}
     assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
 
