@@ -218,12 +218,12 @@ class Lab:
         """The hook's interpreter.  libvirt runs hooks with a clean
         environment: under a ``PYTHONPATH`` (a source tree under test, not
         the installed copy) a wrapper keeps it for the hook."""
+        # libvirt runs the hook from /: a relative entry would point there,
+        # and the installed copy would run instead.
         path = os.pathsep.join(
             os.path.abspath(p) for p in
             os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
         if not path:
-            # libvirt runs the hook from /: a relative entry would point
-            # there, and the installed copy would run instead.
             return sys.executable
         wrapper = os.path.join(self.base, "hook-python")
         with open(wrapper, "w") as f:
