@@ -576,8 +576,15 @@ def test_every_bound_rests_on_full_length_trials(
         assert all(t.duration == final for t in r.trials[1:])
     if r.converged and r.upper_pps is not None:
         assert r.upper_pps - r.lower_pps <= res * r.upper_pps
+        # A re-check offered at the result's rate backs it, though it
+        # sent a frame less: whole frames over 60 s round the achieved
+        # rate under the offered one (hypothesis found 61836 frames for
+        # 61836.99 offered).  A generator that fell short does not.
         backing = [t for t in r.trials if t.passed(tol)
-                   and t.duration >= final and t.achieved_pps >= r.rate_pps]
+                   and t.duration >= final and (
+                       t.achieved_pps >= r.rate_pps
+                       or (t.offered_pps >= r.rate_pps
+                           and not t.generator_limited))]
         assert len(backing) >= cfg.verify_repeats + 1, r.trials
         assert any(_proven_failure(t, tol, final) and
                    t.achieved_pps == r.upper_pps for t in r.trials), r.trials
