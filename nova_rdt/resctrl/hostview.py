@@ -43,6 +43,8 @@ class HostView:
 
     @classmethod
     def collect(cls, fs: Resctrl) -> HostView:
+        """One walk of the groups; the capabilities are the mount's, read
+        once per mount (:mod:`~nova_rdt.resctrl.capcache`), not per walk."""
         caps = fs.capabilities()
         return cls(caps, [_group_state(g) for g in fs.groups()])
 
