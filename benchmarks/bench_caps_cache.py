@@ -16,11 +16,14 @@ drift hits both alike:
 * ``cached``: :class:`Resctrl` as it is (capcache, one discovery per
   mount);
 * ``per-walk``: a Resctrl whose ``capabilities()`` calls
-  :func:`capabilities.discover` each time, as every walk did before.
+  :func:`capabilities.discover` each time, as every walk did before;
+* ``no-tasks``: cached, and the placer's walks read no ``tasks`` file
+  (``HostView.collect(fs, tasks=False)``; the root's lists every thread
+  on the host, and planning never uses the counts).
 
 Prints per variant the median and p90 of a cycle (ms), the discoveries
-and the walks per cycle, and the ratio of the medians (per-walk over
-cached): the figure to compare between runs, not the absolute times.
+and the walks per cycle, and the ratios of the medians to ``cached``'s:
+the figures to compare between runs, not the absolute times.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from nova_rdt.host import prep
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import capcache
 from nova_rdt.resctrl.groups import Resctrl
+from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.virt import placer as placer_mod
 
 PREFIX = "nova-rdt-"
@@ -122,6 +126,9 @@ def main(argv=None) -> int:
                                   sysfs_cpu=emu.sysfs_cpu),
                 "per-walk": PerWalk(root, prefix=PREFIX,
                                     sysfs_cpu=emu.sysfs_cpu)}
+            variants["no-tasks"] = variants["cached"]
+            collect = {"no-tasks": lambda fs: HostView.collect(
+                fs, tasks=False)}
             prep.prepare(variants["cached"], 2, 0)
             for i, mask in enumerate(NEIGHBOURS):
                 d = os.path.join(root, f"qemu-{900 + i}-instance-"
@@ -129,8 +136,10 @@ def main(argv=None) -> int:
                 os.mkdir(d)
                 _write(os.path.join(d, "schemata"),
                        f"L3:0={mask:x};1={mask:x}\n")
-            placers = {k: placer_mod.Placer(fs, {}, 2, 0, pmd_cos=False)
-                       for k, fs in variants.items()}
+            placers = {k: placer_mod.Placer(
+                fs, {}, 2, 0, pmd_cos=False,
+                collect=collect.get(k, HostView.collect))
+                for k, fs in variants.items()}
             times: dict[str, list[float]] = {k: [] for k in variants}
             counts = {k: Counted() for k in variants}
             n = 0
@@ -151,9 +160,11 @@ def main(argv=None) -> int:
         print(f"  {k:9} median {med * 1e3:7.2f} ms  p90 {p90 * 1e3:7.2f} ms"
               f"  discoveries/cycle {c.discoveries / len(ts):.2f}"
               f"  walks/cycle {c.walks / len(ts):.2f}")
-    ratio = stats(times["per-walk"])[0] / stats(times["cached"])[0]
+    cached = stats(times["cached"])[0]
     print(f"caps-cache: profile={args.profile} per_walk_over_cached="
-          f"{ratio:.2f} cached_entries={len(capcache.CACHE)}")
+          f"{stats(times['per-walk'])[0] / cached:.2f} no_tasks_over_cached="
+          f"{stats(times['no-tasks'])[0] / cached:.2f} "
+          f"cached_entries={len(capcache.CACHE)}")
     return 0
 
 

@@ -141,3 +141,33 @@ def test_a_spawn_after_a_remount_uses_the_new_mount(remount, counted):
     root = Schemata.parse(open(os.path.join(fs.root, "schemata")).read())
     assert "L3CODE" in root.resources()
     assert counted["discover"] == 2
+
+
+def test_a_planning_walk_can_leave_the_tasks_unread(remount, monkeypatch):
+    """The root's ``tasks`` lists every thread on the host, and only
+    ``host show`` shows the counts: a walk that plans reads the same
+    groups and masks without them."""
+    from nova_rdt.resctrl.groups import Group
+
+    emu = remount("gold-6252")
+    fs = Resctrl(emu.mountpoint, prefix=PREFIX, sysfs_cpu=emu.sysfs_cpu)
+    prep.prepare(fs, 2, 0)
+    _spawn(fs)
+    read = []
+    tasks = Group.tasks
+
+    def counted_tasks(self):
+        read.append(self.display_name)
+        return tasks(self)
+
+    monkeypatch.setattr(Group, "tasks", counted_tasks)
+    full = HostView.collect(fs)
+    assert "/" in read and full.groups[0].task_count > 0
+    read.clear()
+    lean = HostView.collect(fs, tasks=False)
+    assert read == []
+    assert [(g.name, g.schemata) for g in lean.groups] == \
+        [(g.name, g.schemata) for g in full.groups]
+    assert all(g.task_count is None for g in lean.groups)
+    assert lean.free_runs("L3", 0) == full.free_runs("L3", 0)
+    assert "TASKS" in lean.render()
