@@ -16,6 +16,7 @@ from typing import Any
 
 from nova_rdt.resctrl import cpulist
 from nova_rdt.resctrl import errors
+from nova_rdt.resctrl import mounts
 from nova_rdt.resctrl import schemata as schemata_mod
 from nova_rdt.resctrl.cbm import popcount
 
@@ -45,6 +46,8 @@ class CacheResource:
     shareable_bits: int
     sparse_masks: bool
     num_closids: int
+    # As read at discovery, which capcache keeps per mount: a diagnostic
+    # of that moment (the groups' schemata are the live way map).
     bit_usage: str | None
     domains: dict[int, CacheDomain]
 
@@ -300,23 +303,10 @@ def _mba_mbps(root: str, root_schemata: schemata_mod.Schemata) -> bool:
 
 
 def mount_options(path: str) -> set[str]:
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            lines = f.readlines()
-    except OSError:
-        return set()
-    opts: set[str] = set()
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields = left.split()
-        if len(fields) > 4 and fields[4] == real:
-            # Last mount at that point wins, as it hides the earlier ones.
-            rfields = right.split()
-            opts = set(fields[5].split(","))
-            if len(rfields) > 2:
-                opts |= set(rfields[2].split(","))
-    return opts
+    """The per-mount and filesystem options of the mount at ``path``
+    (empty when it is no mount point, as a copied tree is not)."""
+    entry = mounts.entry_at(path)
+    return set(entry.all_options) if entry else set()
 
 
 def _read(path: str) -> str:

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from nova_rdt import naming
 from nova_rdt.resctrl import capabilities as caps_mod
+from nova_rdt.resctrl import capcache
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.schemata import Schemata
 
@@ -178,8 +179,11 @@ class Resctrl:
 
     # -- discovery -------------------------------------------------------
 
-    def capabilities(self) -> caps_mod.Capabilities:
-        return caps_mod.discover(self.root, self.sysfs_cpu)
+    def capabilities(self, fresh: bool = False) -> caps_mod.Capabilities:
+        """The host's RDT capabilities, read once per mount and shared by
+        every Resctrl of this process (:mod:`~nova_rdt.resctrl.capcache`);
+        ``fresh``: read them again."""
+        return capcache.capabilities(self.root, self.sysfs_cpu, fresh)
 
     def owns_name(self, name: str) -> bool:
         return is_component(name) and name.startswith(self.prefix)

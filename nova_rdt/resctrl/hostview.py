@@ -33,7 +33,9 @@ class GroupState:
     mode: str | None
     schemata: dict[str, dict[int, int]]
     cpus: tuple[int, ...]
-    task_count: int
+    # None: not read.  The root's ``tasks`` lists every thread on the
+    # host; only a person's view (``host show``) wants the counts.
+    task_count: int | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +44,13 @@ class HostView:
     groups: list[GroupState]
 
     @classmethod
-    def collect(cls, fs: Resctrl) -> HostView:
+    def collect(cls, fs: Resctrl, tasks: bool = True) -> HostView:
+        """One walk of the groups; the capabilities are the mount's, read
+        once per mount (:mod:`~nova_rdt.resctrl.capcache`), not per walk.
+        ``tasks=False``: no ``tasks`` file read (task_count None), for a
+        walk that plans and never shows the counts."""
         caps = fs.capabilities()
-        return cls(caps, [_group_state(g) for g in fs.groups()])
+        return cls(caps, [_group_state(g, tasks) for g in fs.groups()])
 
     def holders(self, resource: str, domain: int) -> list[list[str]]:
         """For each way of ``resource`` in ``domain``: the groups on it."""
@@ -99,7 +105,7 @@ class HostView:
         return "\n".join(_render(self)) + "\n"
 
 
-def _group_state(g: Group) -> GroupState:
+def _group_state(g: Group, tasks: bool = True) -> GroupState:
     def optional(fn: Callable[[], T], default: T) -> T:
         try:
             return fn()
@@ -113,7 +119,7 @@ def _group_state(g: Group) -> GroupState:
         mode=optional(g.mode, None) if g.kind == "ctrl" else None,
         schemata={k: dict(v) for k, v in sch.lines.items()} if sch else {},
         cpus=tuple(sorted(optional(g.cpus, set[int]()))),
-        task_count=len(optional(g.tasks, list[int]())))
+        task_count=len(optional(g.tasks, list[int]())) if tasks else None)
 
 
 def _size(n: int | None) -> str:
@@ -164,7 +170,7 @@ def _render(v: HostView) -> Iterator[str]:
             for r, doms in g.schemata.items())
         rows.append((g.name, g.owner, g.mode or "-", sch or "-",
                      caps_mod.format_cpu_list(g.cpus) or "-",
-                     str(g.task_count)))
+                     "-" if g.task_count is None else str(g.task_count)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         yield "  " + "  ".join(s.ljust(w)

@@ -106,6 +106,7 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
     writes laid over it), and the capabilities once per mount."""
     from nova_rdt.host import context
     from nova_rdt.resctrl import capabilities as caps_mod
+    from nova_rdt.resctrl import capcache
     from nova_rdt.resctrl.groups import Resctrl
     from nova_rdt.virt import config as rdt_config
 
@@ -127,6 +128,7 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
     monkeypatch.setattr(Resctrl, "groups", counted_groups)
     monkeypatch.setattr(caps_mod, "discover", counted_discover)
     context._CAPS.clear()
+    capcache.CACHE.clear()     # prepare read them: count the event's
     try:
         h.start("vm1", 2, chosen=0x00c, share=True, decided=0x180)
         assert counts == {"walks": 1, "discover": 1}
