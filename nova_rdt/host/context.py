@@ -45,51 +45,19 @@ class HostContext:
     classes: dict[str, rdtclass.RdtClass]
 
 
-# (root, its device and inode, the sysfs CPU tree) -> what discovery read
-# there.  A remount is a new device: read again.  The sysfs tree is part
-# of the key: one process may see one mount through two CPU topologies
-# (the lab's in-process Nova and its host agent), and the cache ids of
-# the PMD cores come from it.
-_CAPS: dict[tuple[str, int, int, str], caps_mod.Capabilities] = {}
-
-
 def capabilities(fs: Resctrl) -> caps_mod.Capabilities:
-    """``fs.capabilities()``, read once per mount: discovery reads every
-    ``info`` file and globs sysfs's ``cpu*/cache/index*``, and none of
-    that changes while the filesystem stays mounted."""
-    try:
-        st = os.stat(fs.root)
-    except OSError:
-        return fs.capabilities()        # says why, as it always did
-    key = (fs.root, st.st_dev, st.st_ino, fs.sysfs_cpu)
-    caps = _CAPS.get(key)
-    if caps is None:
-        caps = fs.capabilities()
-        if len(_CAPS) > 8:
-            _CAPS.clear()
-        _CAPS[key] = caps
-    return caps
-
-
-class _KnownCaps:
-    """``fs`` whose capabilities are :func:`capabilities`' (for
-    HostView.collect, which asks the filesystem)."""
-
-    def __init__(self, fs: Resctrl):
-        self._fs = fs
-
-    def capabilities(self) -> caps_mod.Capabilities:
-        return capabilities(self._fs)
-
-    def groups(self, with_mon: bool = True):
-        return self._fs.groups(with_mon)
+    """``fs.capabilities()``: read once per mount and CPU topology by
+    :mod:`~nova_rdt.resctrl.capcache` (a remount, even at the same
+    device and inode, is read again)."""
+    return fs.capabilities()
 
 
 def collect(fs: Resctrl):
-    """One walk of resctrl's groups (a HostView), the capabilities
-    known per mount."""
+    """One walk of resctrl's groups (a HostView) for planning: no
+    ``tasks`` file is read (the root's lists every thread on the host,
+    and no plan counts them)."""
     from nova_rdt.resctrl.hostview import HostView
-    return HostView.collect(_KnownCaps(fs))  # type: ignore[arg-type]
+    return HostView.collect(fs, tasks=False)
 
 
 class Snapshot:

@@ -104,7 +104,6 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
     the vCPUs, the decided masks' checks, a placement here, the class
     group, the PMD COS all read that one walk, with the event's own
     writes laid over it), and the capabilities once per mount."""
-    from nova_rdt.host import context
     from nova_rdt.resctrl import capabilities as caps_mod
     from nova_rdt.resctrl import capcache
     from nova_rdt.resctrl.groups import Resctrl
@@ -127,7 +126,6 @@ def test_a_start_walks_resctrl_once(emulator, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Resctrl, "groups", counted_groups)
     monkeypatch.setattr(caps_mod, "discover", counted_discover)
-    context._CAPS.clear()
     capcache.CACHE.clear()     # prepare read them: count the event's
     try:
         h.start("vm1", 2, chosen=0x00c, share=True, decided=0x180)
