@@ -256,6 +256,24 @@ def _cut(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def parse_named(raw: bytes, file_name: str, limit: int, from_dict,
+                error: type[Exception]):
+    """What a ``<uuid>.json`` file of nova-rdt's holds (a record, a
+    room): at most ``limit`` bytes of JSON, checked by ``from_dict``,
+    whose uuid is its file's name.  ``error`` says what is wrong: the
+    files are hostile input to a process running as root."""
+    if len(raw) > limit:
+        raise error(f"larger than {limit} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise error(f"not JSON: {str(e)[:200]}") from None
+    obj = from_dict(data)
+    if f"{obj.uuid}.json" != file_name:
+        raise error(f"uuid {obj.uuid} does not match the file name")
+    return obj
+
+
 class Records:
     def __init__(self, state_path: str):
         self.state_path = state_path
@@ -324,17 +342,8 @@ class Records:
                 raw = f.read(MAX_RECORD_BYTES + 1)
         except OSError as e:
             raise RecordError(f"cannot read: {e.strerror or e}") from None
-        if len(raw) > MAX_RECORD_BYTES:
-            raise RecordError(f"larger than {MAX_RECORD_BYTES} bytes")
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            raise RecordError(f"not JSON: {e}") from None
-        rec = Record.from_dict(data)
-        if f"{rec.uuid}.json" != name:
-            raise RecordError(f"uuid {rec.uuid} does not match the file "
-                              f"name")
-        return rec
+        return parse_named(raw, name, MAX_RECORD_BYTES, Record.from_dict,
+                           RecordError)
 
     def all(self) -> tuple[list[Record], list[str]]:
         """(records, "FILE: what is wrong" for each unusable file)."""

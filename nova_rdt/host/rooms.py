@@ -145,17 +145,8 @@ class Room:
     def parse(cls, raw: bytes, file_name: str) -> Room:
         """The room in ``raw``, read from ``file_name``; RoomError says
         what is wrong."""
-        if len(raw) > MAX_ROOM_BYTES:
-            raise RoomError(f"larger than {MAX_ROOM_BYTES} bytes")
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            raise RoomError(f"not JSON: {_cut(str(e))}") from None
-        room = cls.from_dict(data)
-        if f"{room.uuid}.json" != file_name:
-            raise RoomError(f"uuid {room.uuid} does not match the file "
-                            f"name")
-        return room
+        return records_mod.parse_named(raw, file_name, MAX_ROOM_BYTES,
+                                       cls.from_dict, RoomError)
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
