@@ -12,6 +12,7 @@
 * ``prep``: host preparation: the HOST/MANAGED layout into resctrl;
 * ``procinfo``: processes identified by pid and start time;
 * ``reconcile``: remove what dead domains left, re-apply what live ones need;
+* ``rooms``: the ways a starting domain's ``prepare`` kept free, until it runs;
 * ``records``: the hook's record of each running managed domain;
 * ``recovery``: the degraded reasons reconcile cannot repair;
 * ``settings``: the hook's configuration, resolved once, read fast.

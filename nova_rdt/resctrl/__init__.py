@@ -1,6 +1,7 @@
 """The resctrl library: nova-rdt's one way to the kernel's RDT interface.
 
 * ``capabilities``: what the host offers, from ``info/`` and sysfs caches;
+* ``capcache``: the capabilities, discovered once per mount;
 * ``cbm``: capacity bitmask (CBM) arithmetic;
 * ``cbmrules``: what a resource's masks may be, and the ways others hold;
 * ``cpulist``: the kernel's cpulist syntax (``0-3,8``), read with bounds;
@@ -8,6 +9,7 @@
 * ``groups``: resource groups: list, create, delete, configure;
 * ``hostview``: a snapshot of one host's resctrl, and the way map;
 * ``monitoring``: ``mon_data`` read and turned into safe rates;
+* ``mounts``: ``/proc/self/mountinfo``, parsed;
 * ``schemata``: the ``schemata`` file: parse, format and merge.
 
 It imports nothing from Nova, so the hook, the agent and the exporter use

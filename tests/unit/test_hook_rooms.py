@@ -129,8 +129,9 @@ def test_a_failed_start_gives_the_ways_back(host):
 
 
 def _invoked(agent, start):
-    agent.lifecycle.invocation = rooms_mod.Invocation(os.getpid() + 1,
-                                                      start)
+    # Another hook process's invocation, started at ``start``.
+    agent._lifecycle.invocation = rooms_mod.Invocation(os.getpid() + 1,
+                                                       start)
     return agent
 
 
