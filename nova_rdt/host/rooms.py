@@ -463,6 +463,17 @@ class Pending:
         facts = self.facts(rooms, recs)
         return [r for r in rooms if stale(r, facts, self.timeout) is None]
 
+    def held_free(self, records: records_mod.Records) -> Schemata | None:
+        """The ways the rooms in effect keep free, for a writer of the
+        PMD COS that is not the hook (nova-compute): the records are read
+        only when there is a room, which is seldom."""
+        rooms, _bad = self.store.all()
+        if not rooms:
+            return None
+        facts = self.facts(rooms, records.all()[0])
+        return kept_free(r for r in rooms
+                         if stale(r, facts, self.timeout) is None)
+
     def sweep(self, recs: Iterable[records_mod.Record]
               ) -> tuple[list[str], list[str]]:
         """Remove stale rooms and what is not a room where nova-rdt writes

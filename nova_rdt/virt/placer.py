@@ -20,6 +20,7 @@ start-up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 import contextlib
@@ -36,6 +37,7 @@ from nova_rdt.allocation import metadata as meta_mod
 from nova_rdt.allocation import placement
 from nova_rdt.allocation import pmdplan
 from nova_rdt.allocation import rdtclass
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
@@ -63,10 +65,15 @@ class Placer:
                  reserved_host_ways: int, pmd_shared_ways: int,
                  pmd_cos: bool, compaction: bool = False,
                  clock=time.monotonic, collect=HostView.collect,
-                 monitor_rdt: bool = False):
+                 monitor_rdt: bool = False,
+                 rooms: Callable[[], Schemata | None] = lambda: None):
         """``monitor_rdt``: an instance with an ``rdt:`` request gets a
         monitor group ([rdt] monitor_default all or rdt), which the
-        published solver input must count as the claim does."""
+        published solver input must count as the claim does.  ``rooms``:
+        the ways the hook's 'prepare' keeps free for domains starting
+        without nova-compute (:meth:`nova_rdt.host.rooms.Pending.
+        held_free`), which the PMD COS must leave out as the hook's own
+        syncs do."""
         self.fs = fs
         self.monitor_rdt = monitor_rdt
         # One walk of resctrl (a test counts them, or answers from memory).
@@ -76,6 +83,7 @@ class Placer:
         self.pmd_shared_ways = pmd_shared_ways
         self.pmd_cos = pmd_cos
         self.compaction = compaction
+        self._rooms = rooms
         self._book: dict[str, Entry] = {}
         self._class_masks: dict[str, placement.PerId] = {}
         # Classes and instances a plan moved to make room, not yet
@@ -556,6 +564,15 @@ class Placer:
                    if e.reservation.pmd_share and u in owners.instances
                    and u != leaving}
         base = self._pmd_base(view)
+        try:
+            held = self._rooms()
+        except (OSError, ValueError) as e:
+            # A state path nova-compute cannot read: the hook's next sync
+            # honours the rooms all the same.
+            LOG.warning("nova-rdt: the hook's rooms are unreadable: %s", e)
+            held = None
+        if held is not None:
+            keep_free = rooms_mod.merged(keep_free, held)
         pmd = pmdplan.for_groups(view.caps, groups, self.fs.prefix, sharers,
                                  base, host.pmd_ids, keep_free=keep_free)
         if pmd.degraded and keep_free is None:

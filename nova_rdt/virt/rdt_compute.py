@@ -40,7 +40,9 @@ from nova_rdt.allocation import spec
 from nova_rdt.host import agent as agent_mod
 from nova_rdt.host import context as host_context
 from nova_rdt.host import prep as host_prep
+from nova_rdt.host import records as records_mod
 from nova_rdt.host import recovery
+from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.host.settings import HookSettings
 from nova_rdt.privsep import resctrl as privsep_resctrl
 from nova_rdt.privsep import state as privsep_state
@@ -192,11 +194,16 @@ class RdtCompute:
         self.fs = fs
         self.settings = settings
         opts = ComputeOptions.now()
+        pending = rooms_mod.Pending(settings.state_path,
+                                    settings.libvirt_qemu_run_dir,
+                                    settings.hook_timeout)
+        records = records_mod.Records(settings.state_path)
         self.placer = placer_mod.Placer(
             fs, settings.parsed_classes(), settings.reserved_host_ways,
             settings.pmd_shared_ways, settings.pmd_cos,
             compaction=opts.compaction, collect=host_context.collect,
-            monitor_rdt=opts.monitor_default in ("all", "rdt"))
+            monitor_rdt=opts.monitor_default in ("all", "rdt"),
+            rooms=lambda: pending.held_free(records))
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 
