@@ -453,13 +453,10 @@ class Placer:
             owners, host, reservations, groups = self._inputs(view)
             reservations[uuid] = e.reservation
             plan = placement.check(host, reservations, groups)
-            moving = bool(self._class_moves or self._instance_moves)
-            self._write_moves(owners, plan)
+            # The PMD COS is resolved from the groups' masks as they are
+            # now: the moves' writes laid over the walk, not a new walk.
+            view = _laid_over(view, self._write_moves(owners, plan))
             if owners.pmd is not None and self.pmd_cos:
-                if moving:
-                    # The PMD COS is resolved from the groups' masks as
-                    # they are now.
-                    view = self._collect(self.fs)
                 decided = {u: r.masks for u, r in reservations.items()
                            if r.masks and u != uuid}
                 self._write_pmd(view, owners, host, decided,
@@ -467,27 +464,30 @@ class Placer:
                                     e.reservation.masks), leaving=uuid)
 
     def _write_moves(self, owners: hostplan.Ownership,
-                     plan: placement.Plan) -> None:
-        """Class groups and instances a plan moved, to their new masks."""
+                     plan: placement.Plan) -> dict[str, Schemata]:
+        """Class groups and instances a plan moved, to their new masks;
+        returns what was written (group -> lines)."""
+        written: dict[str, Schemata] = {}
         for name in sorted(self._class_moves):
             g = owners.classes.get(name)
             want = plan.classes.get(name)
             if g is not None and want:
-                self.fs.write_schemata(self.fs.group(g),
-                                       hostplan.schemata_of(want))
+                written[g] = hostplan.schemata_of(want)
+                self.fs.write_schemata(self.fs.group(g), written[g])
                 LOG.info("nova-rdt: class group %s moved to %s", g,
-                         hostplan.schemata_of(want).format().strip())
+                         written[g].format().strip())
             self._class_moves.discard(name)
         for uuid in sorted(self._instance_moves):
             g = owners.instances.get(uuid)
             want = plan.instances.get(uuid)
             if g is not None and want:
-                self.fs.write_schemata(self.fs.group(g),
-                                       hostplan.schemata_of(want),
+                written[g] = hostplan.schemata_of(want)
+                self.fs.write_schemata(self.fs.group(g), written[g],
                                        allow_libvirt=True)
                 LOG.info("nova-rdt: %s moved to %s", g,
-                         hostplan.schemata_of(want).format().strip())
+                         written[g].format().strip())
             self._instance_moves.discard(uuid)
+        return written
 
     def enforce(self, uuid: str) -> str | None:
         """Write ``uuid``'s decided masks into libvirt's group of it, and
@@ -521,8 +521,7 @@ class Placer:
             # Moves are written before libvirt allocates (make_room); one
             # still pending (a start the driver did not make) goes first.
             if self._class_moves or self._instance_moves:
-                self._write_moves(owners, plan)
-                view = self._collect(self.fs)
+                view = _laid_over(view, self._write_moves(owners, plan))
                 live = hostplan.live_masks(view, owners)[0]
             written: dict[str, Schemata] = {}
             for other, g in sorted(owners.instances.items()):
