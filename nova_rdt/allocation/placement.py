@@ -693,8 +693,18 @@ def _place_floating(cache: _Cache, book: Mapping[str, Reservation],
     Class groups are nova-rdt's own best-effort groups, its to move (the
     runtime controller reshapes them too): one in the way of a demand --
     case 2's class left next to the PMD base -- is placed again with it.
-    Instances move only with compaction.
+    Instances move only with compaction, and only where nothing else
+    makes room: moving a class costs no instance its ways, so the plan
+    without compaction comes first when there is one (compaction then
+    changes nothing a plain placement would do).
     """
+    if compaction:
+        try:
+            return _place_floating(cache, book, groups, new, prefer, False)
+        except InvalidState:
+            raise
+        except NoPlacement:
+            pass
     res, cid = cache.res, cache.cid
     try:
         return _place_cache(cache, book, groups, new, prefer,

@@ -463,16 +463,15 @@ class Pending:
         facts = self.facts(rooms, recs)
         return [r for r in rooms if stale(r, facts, self.timeout) is None]
 
-    def held_free(self, records: records_mod.Records) -> Schemata | None:
-        """The ways the rooms in effect keep free, for a writer of the
-        PMD COS that is not the hook (nova-compute): the records are read
-        only when there is a room, which is seldom."""
+    def pending_starts(self, records: records_mod.Records) -> list[Room]:
+        """The rooms in effect, for a writer of the PMD COS that is not
+        the hook (nova-compute): the records are read only when there is
+        a room, which is seldom."""
         rooms, _bad = self.store.all()
         if not rooms:
-            return None
+            return []
         facts = self.facts(rooms, records.all()[0])
-        return kept_free(r for r in rooms
-                         if stale(r, facts, self.timeout) is None)
+        return [r for r in rooms if stale(r, facts, self.timeout) is None]
 
     def sweep(self, recs: Iterable[records_mod.Record]
               ) -> tuple[list[str], list[str]]:

@@ -215,20 +215,21 @@ class Lab:
             self._say(f"this machine forces: {forced}")
 
     def _hook_python(self) -> str:
-        """The hook's interpreter.  libvirt runs hooks with a clean
-        environment: under a ``PYTHONPATH`` (a source tree under test, not
-        the installed copy) a wrapper keeps it for the hook."""
+        """The hook's interpreter: a wrapper of this one.  libvirt runs
+        hooks with a clean environment: under a ``PYTHONPATH`` (a source
+        tree under test, not the installed copy) the wrapper keeps it for
+        the hook, and a test may put itself between libvirt and the hook
+        there (tests/integration/test_hook_prepare_room.py)."""
         # libvirt runs the hook from /: a relative entry would point there,
         # and the installed copy would run instead.
         path = os.pathsep.join(
             os.path.abspath(p) for p in
             os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-        if not path:
-            return sys.executable
+        env = f"PYTHONPATH={shlex.quote(path)} " if path else ""
         wrapper = os.path.join(self.base, "hook-python")
         with open(wrapper, "w") as f:
-            f.write(f"#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec "
-                    f"{shlex.quote(sys.executable)} \"$@\"\n")
+            f.write(f"#!/bin/sh\n{env}exec {shlex.quote(sys.executable)} "
+                    f"\"$@\"\n")
         os.chmod(wrapper, 0o755)
         return wrapper
 

@@ -66,14 +66,14 @@ class Placer:
                  pmd_cos: bool, compaction: bool = False,
                  clock=time.monotonic, collect=HostView.collect,
                  monitor_rdt: bool = False,
-                 rooms: Callable[[], Schemata | None] = lambda: None):
+                 rooms: Callable[[], list[rooms_mod.Room]] = list):
         """``monitor_rdt``: an instance with an ``rdt:`` request gets a
         monitor group ([rdt] monitor_default all or rdt), which the
         published solver input must count as the claim does.  ``rooms``:
-        the ways the hook's 'prepare' keeps free for domains starting
-        without nova-compute (:meth:`nova_rdt.host.rooms.Pending.
-        held_free`), which the PMD COS must leave out as the hook's own
-        syncs do."""
+        the rooms the hook's 'prepare' keeps for domains starting without
+        nova-compute (:meth:`nova_rdt.host.rooms.Pending.pending_starts`),
+        whose ways the PMD COS must leave out as the hook's own syncs
+        do."""
         self.fs = fs
         self.monitor_rdt = monitor_rdt
         # One walk of resctrl (a test counts them, or answers from memory).
@@ -564,14 +564,18 @@ class Placer:
                    and u != leaving}
         base = self._pmd_base(view)
         try:
-            held = self._rooms()
+            starting = self._rooms()
         except (OSError, ValueError) as e:
             # A state path nova-compute cannot read: the hook's next sync
             # honours the rooms all the same.
             LOG.warning("nova-rdt: the hook's rooms are unreadable: %s", e)
-            held = None
-        if held is not None:
-            keep_free = rooms_mod.merged(keep_free, held)
+            starting = []
+        # A room keeps ways free until libvirt has allocated them: once
+        # the domain's group exists, its ways are the group's (a room its
+        # 'started' left behind, on a failure, would keep a sharer out of
+        # the PMD COS it shares).
+        keep_free = rooms_mod.merged(keep_free, rooms_mod.kept_free(
+            r for r in starting if r.uuid not in owners.instances))
         pmd = pmdplan.for_groups(view.caps, groups, self.fs.prefix, sharers,
                                  base, host.pmd_ids, keep_free=keep_free)
         if pmd.degraded and keep_free is None:

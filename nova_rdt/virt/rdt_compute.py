@@ -203,7 +203,7 @@ class RdtCompute:
             settings.pmd_shared_ways, settings.pmd_cos,
             compaction=opts.compaction, collect=host_context.collect,
             monitor_rdt=opts.monitor_default in ("all", "rdt"),
-            rooms=lambda: pending.held_free(records))
+            rooms=lambda: pending.pending_starts(records))
         self._adopt(nova_says=self._instances_here())
         self._reconcile(settings, fs)
 

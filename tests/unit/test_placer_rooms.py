@@ -27,7 +27,6 @@ from nova_rdt.host import prep
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import rooms as rooms_mod
 from nova_rdt.resctrl.groups import Resctrl
-from nova_rdt.resctrl.schemata import Schemata
 from nova_rdt.virt import placer as placer_mod
 from tests.hook_host import emulator_fixture
 
@@ -87,24 +86,50 @@ def _pmd_inputs(placer, fs):
     return view, owners, host, {}
 
 
+def _room(uuid, name, mask):
+    inv = rooms_mod.Invocation.current()
+    return rooms_mod.Room(
+        uuid=uuid, name=name, schemata=f"L3:0={mask:x};1={mask:x}",
+        boot_id=rooms_mod.boot_id(), pid=inv.pid, pid_start=inv.start,
+        made=rooms_mod.now_ticks()[0])
+
+
+S3 = "5b6f0a52-6f0c-4d53-9a43-a6c5c0e6a2b1"
+
+
 def test_without_a_room_the_pmd_cos_keeps_its_run(fs):
-    placer = _placer(fs, lambda: None)
+    placer = _placer(fs, list)
     _stop(fs, 1)
     assert placer.release("s1")
     assert _pmd(fs) == {0: 0x7f0, 1: 0x7f0}
 
 
 def test_a_room_of_the_hook_is_left_out_when_a_sharer_leaves(fs):
-    rooms: list[Schemata] = []
-    placer = _placer(fs, lambda: rooms[0] if rooms else None)
+    rooms: list[rooms_mod.Room] = []
+    placer = _placer(fs, lambda: list(rooms))
     _stop(fs, 1)
     # A hand-started sharer's 'prepare', between s1's stop and nova-
     # compute's release of it, keeps s1's old ways free for libvirt.
-    rooms.append(Schemata({"L3": {0: 0x180, 1: 0x180}}))
+    rooms.append(_room(S3, "instance-00000003", 0x180))
     assert placer.release("s1")
     pmd = _pmd(fs)
     assert all(mask & 0x180 == 0 for mask in pmd.values()), pmd
     assert all(mask & 0x600 == 0x600 for mask in pmd.values()), pmd
+
+
+def test_the_room_of_a_domain_whose_group_exists_is_over(fs):
+    """A room its 'started' left behind (a failure there) must not keep
+    the sharer out of the PMD COS it shares: once libvirt made the
+    domain's group, the ways are the group's."""
+    rooms: list[rooms_mod.Room] = []
+    placer = _placer(fs, lambda: list(rooms))
+    # s2 (booked under a uuid, as rooms are named) runs in the group
+    # libvirt made; its room was never dropped.
+    placer._book[S3] = placer._book.pop("s2")
+    rooms.append(_room(S3, "instance-00000002", 0x030))
+    _stop(fs, 1)
+    assert placer.release("s1")
+    assert _pmd(fs) == {0: 0x7f0, 1: 0x7f0}
 
 
 def test_unreadable_rooms_are_logged_and_the_write_goes_on(fs, caplog):
@@ -124,13 +149,7 @@ def test_the_rooms_in_effect_are_read_from_the_state_path(tmp_path):
     state = str(tmp_path / "state")
     pending = rooms_mod.Pending(state, str(tmp_path / "run"), 10.0)
     records = records_mod.Records(state)
-    assert pending.held_free(records) is None
-    inv = rooms_mod.Invocation.current()
-    uuid = "5b6f0a52-6f0c-4d53-9a43-a6c5c0e6a2b1"
-    room = rooms_mod.Room(
-        uuid=uuid, name="instance-00000009", schemata="L3:0=30;1=30",
-        boot_id=rooms_mod.boot_id(), pid=inv.pid, pid_start=inv.start,
-        made=rooms_mod.now_ticks()[0])
+    assert pending.pending_starts(records) == []
+    room = _room(S3, "instance-00000009", 0x30)
     pending.store.put(room)
-    held = pending.held_free(records)
-    assert held is not None and held.domains("L3") == {0: 0x30, 1: 0x30}
+    assert pending.pending_starts(records) == [room]
