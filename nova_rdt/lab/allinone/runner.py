@@ -92,6 +92,16 @@ def run(scenario_name: str = "cloud", profile: str | None = None,
         run.summary.update(paths)
         if short:
             run.summary["ok"] = _short(run, cloud, paths, out_dir)
+            if not run.summary["ok"]:
+                # A check that did not hold raised nothing: the services'
+                # logs would go with the lab's directory.
+                kept = os.path.join(out_dir, "failure-logs")
+                for lab in [cloud.lab] + ([cloud.subnode.lab]
+                                          if cloud.subnode else []):
+                    lab.keep_logs(os.path.join(kept, f"lab-{lab.id}"))
+                run.summary["failure_logs"] = kept
+                say(f"not everything held: the labs' logs are kept in "
+                    f"{kept}")
         else:
             _serve(run, cloud)
     return run.summary
