@@ -40,6 +40,21 @@ def emulator_fixture(profile: str):
     return emulator
 
 
+def prepared_fs(emulator, prefix: str, reserved: int, pmd: int) -> Resctrl:
+    """The emulator's resctrl with no group but the root, which holds
+    every way, then prepared as nova-compute prepares a host."""
+    from nova_rdt.host import prep
+    root = emulator.mountpoint
+    for name in os.listdir(root):
+        if os.path.isfile(os.path.join(root, name, "schemata")):
+            os.rmdir(os.path.join(root, name))
+    with open(os.path.join(root, "schemata"), "w") as f:
+        f.write("L3:0=7ff;1=7ff\n")
+    fs = Resctrl(root, prefix=prefix, sysfs_cpu=emulator.sysfs_cpu)
+    prep.prepare(fs, reserved, pmd)
+    return fs
+
+
 class HookHost:
     """gold-6252-like settings: 2 host ways, a 2-way PMD base."""
 

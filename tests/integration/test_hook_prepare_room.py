@@ -49,8 +49,9 @@ def _l3(lab, group):
     return hooklab.schemata(lab, group).get("L3", 0)
 
 
-def test_a_sharer_started_by_hand_gets_the_ways_a_stopped_one_left(
-        lab, guests):
+def _sharers_and_a_plain_one(lab, guests):
+    """s1 (2 ways) and s2 (3) share next to the 2-way base; a plain p1
+    (2 ways) fills the cache."""
     _start(lab, guests, "s1", 2, True)
     hooklab.eventually(lambda: _l3(lab, PMD) == 0x780)
     _start(lab, guests, "s2", 3, True)
@@ -58,6 +59,11 @@ def test_a_sharer_started_by_hand_gets_the_ways_a_stopped_one_left(
     _start(lab, guests, "p1", 2, False)
     hooklab.eventually(
         lambda: _l3(lab, hooklab.group_of(lab, "p1")) == 0x00c)
+
+
+def test_a_sharer_started_by_hand_gets_the_ways_a_stopped_one_left(
+        lab, guests):
+    _sharers_and_a_plain_one(lab, guests)
     assert _l3(lab, hooklab.group_of(lab, "s1")) == 0x180
     assert _l3(lab, hooklab.group_of(lab, "s2")) == 0x070
 
@@ -121,13 +127,7 @@ def test_a_late_release_between_prepare_and_allocation_keeps_the_room(
     PMD COS after s3's prepare made room and before libvirt allocates.
     It used to put s1's ways back ("Not enough room")."""
     hooklab.eventually(lambda: _l3(lab, PMD) == 0x600)
-    _start(lab, guests, "s1", 2, True)
-    hooklab.eventually(lambda: _l3(lab, PMD) == 0x780)
-    _start(lab, guests, "s2", 3, True)
-    hooklab.eventually(lambda: _l3(lab, PMD) == 0x7f0)
-    _start(lab, guests, "p1", 2, False)
-    hooklab.eventually(
-        lambda: _l3(lab, hooklab.group_of(lab, "p1")) == 0x00c)
+    _sharers_and_a_plain_one(lab, guests)
     with _hooks_delayed(lab, release_of="s1", prepare_of="s3"):
         lab.libvirt.destroy("s1")
         _start(lab, guests, "s3", 2, True)

@@ -21,12 +21,11 @@ from nova_rdt.allocation import placement
 from nova_rdt.allocation import planner
 from nova_rdt.allocation import rdtclass
 from nova_rdt.allocation import spec
-from nova_rdt.host import prep
-from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.hostview import HostView
 from nova_rdt.scheduler import claim
 from nova_rdt.virt import placer as placer_mod
 from tests.hook_host import emulator_fixture
+from tests.hook_host import prepared_fs
 
 PREFIX = "nova-rdt-"
 emulator = emulator_fixture("gold-6252")
@@ -34,15 +33,7 @@ emulator = emulator_fixture("gold-6252")
 
 @pytest.fixture
 def fs(emulator):
-    root = emulator.mountpoint
-    for name in os.listdir(root):
-        if os.path.isfile(os.path.join(root, name, "schemata")):
-            os.rmdir(os.path.join(root, name))
-    with open(os.path.join(root, "schemata"), "w") as f:
-        f.write("L3:0=7ff;1=7ff\n")
-    fs = Resctrl(root, prefix=PREFIX, sysfs_cpu=emulator.sysfs_cpu)
-    prep.prepare(fs, 2, 0)
-    return fs
+    return prepared_fs(emulator, PREFIX, 2, 0)
 
 
 def _group(fs, name, mask):

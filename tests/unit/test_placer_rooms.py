@@ -23,12 +23,11 @@ import pytest
 
 from nova_rdt import naming
 from nova_rdt.allocation import placement
-from nova_rdt.host import prep
 from nova_rdt.host import records as records_mod
 from nova_rdt.host import rooms as rooms_mod
-from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.virt import placer as placer_mod
 from tests.hook_host import emulator_fixture
+from tests.hook_host import prepared_fs
 
 PREFIX = "nova-rdt-"
 PMD = naming.pmd_group(PREFIX)
@@ -37,15 +36,7 @@ emulator = emulator_fixture("gold-6252")
 
 @pytest.fixture
 def fs(emulator):
-    root = emulator.mountpoint
-    for name in os.listdir(root):
-        if os.path.isfile(os.path.join(root, name, "schemata")):
-            os.rmdir(os.path.join(root, name))
-    with open(os.path.join(root, "schemata"), "w") as f:
-        f.write("L3:0=7ff;1=7ff\n")
-    fs = Resctrl(root, prefix=PREFIX, sysfs_cpu=emulator.sysfs_cpu)
-    prep.prepare(fs, 2, 2)
-    return fs
+    return prepared_fs(emulator, PREFIX, 2, 2)
 
 
 def _sharer(placer, fs, n, mask):
