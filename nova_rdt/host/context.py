@@ -20,7 +20,6 @@ from nova_rdt import naming
 from nova_rdt.allocation import rdtclass
 from nova_rdt.host import records as records_mod
 from nova_rdt.host.settings import HookSettings
-from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl import errors
 from nova_rdt.resctrl.groups import Resctrl
 from nova_rdt.resctrl.schemata import Schemata
@@ -45,13 +44,6 @@ class HostContext:
     classes: dict[str, rdtclass.RdtClass]
 
 
-def capabilities(fs: Resctrl) -> caps_mod.Capabilities:
-    """``fs.capabilities()``: read once per mount and CPU topology by
-    :mod:`~nova_rdt.resctrl.capcache` (a remount, even at the same
-    device and inode, is read again)."""
-    return fs.capabilities()
-
-
 def collect(fs: Resctrl):
     """One walk of resctrl's groups (a HostView) for planning: no
     ``tasks`` file is read (the root's lists every thread on the host,
@@ -67,7 +59,7 @@ class Snapshot:
     reads what is there without walking resctrl again."""
 
     def __init__(self, fs: Resctrl):
-        self.caps = capabilities(fs)
+        self.caps = fs.capabilities()
         self.schemata: dict[str, Schemata] = {}
         self.tasks: dict[str, frozenset[int]] = {}
         self.cpus: dict[str, tuple[int, ...]] = {}

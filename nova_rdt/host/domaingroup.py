@@ -260,7 +260,7 @@ class DomainGroup:
         if group is None:
             raise IsolationError(f"no resctrl group holds the vCPUs of "
                                  f"{name!r}: MB {dict(values)} MBps not set")
-        bw = (snap.caps if snap else context.capabilities(self.fs)
+        bw = (snap.caps if snap else self.fs.capabilities()
               ).bandwidth.get("MB")
         if bw is None or bw.units != caps_mod.UNITS_MBPS:
             # Refused, not converted: a percent of what the link can do

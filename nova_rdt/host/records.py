@@ -134,7 +134,7 @@ class Record:
         # Records are read back as root by reconcile, which removes the
         # group a record names: every field is checked as hostile input.
         if not isinstance(self.uuid, str) or \
-                _canonical_uuid(self.uuid) != self.uuid:
+                canonical_uuid(self.uuid) != self.uuid:
             raise RecordError(f"uuid {self.uuid!r} is not a uuid")
         if not isinstance(self.name, str) or not self.name \
                 or len(self.name) > MAX_NAME or "/" in self.name \
@@ -241,8 +241,6 @@ def canonical_uuid(text: object) -> str | None:
         return None
 
 
-_canonical_uuid = canonical_uuid
-
 
 def _int(field: str, value: object, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) \
@@ -320,7 +318,7 @@ class Records:
             # <uuid>.json.<pid>.tmp, nothing else.
             if len(parts) != 4 or parts[1:2] != ["json"] or \
                     parts[3] != "tmp" or not parts[2].isdigit() or \
-                    _canonical_uuid(parts[0]) != parts[0]:
+                    canonical_uuid(parts[0]) != parts[0]:
                 continue
             pid = int(parts[2])
             if pid == os.getpid() or procinfo.is_running(pid, None):
@@ -335,7 +333,7 @@ class Records:
 
     def read(self, name: str) -> Record:
         """The record in file ``name``; RecordError says what is wrong."""
-        if _canonical_uuid(name[:-len(".json")]) != name[:-len(".json")]:
+        if canonical_uuid(name[:-len(".json")]) != name[:-len(".json")]:
             raise RecordError("the file name is not <uuid>.json")
         try:
             with open(os.path.join(self.dir, name), "rb") as f:

@@ -5,7 +5,6 @@ through two sysfs CPU trees; a cache keyed on the mount alone gave the
 agent the compute's cache ids, and the ONP lab's PMD COS went to the
 cache id without the PMD core (3/6 relations held)."""
 
-from nova_rdt.host import context
 from nova_rdt.resctrl import capabilities as caps_mod
 from nova_rdt.resctrl.groups import Resctrl
 
@@ -23,7 +22,7 @@ def test_one_mount_seen_through_two_cpu_trees_is_read_twice(tmp_path,
     a = Resctrl(root, sysfs_cpu=str(tmp_path / "cpu-a"))
     b = Resctrl(root, sysfs_cpu=str(tmp_path / "cpu-b"))
     # Each tree gives its own answer, whatever was read before.
-    assert context.capabilities(a) == f"caps of {tmp_path / 'cpu-a'}"
-    assert context.capabilities(b) == f"caps of {tmp_path / 'cpu-b'}"
-    assert context.capabilities(a) == f"caps of {tmp_path / 'cpu-a'}"
+    assert a.capabilities() == f"caps of {tmp_path / 'cpu-a'}"
+    assert b.capabilities() == f"caps of {tmp_path / 'cpu-b'}"
+    assert a.capabilities() == f"caps of {tmp_path / 'cpu-a'}"
     assert set(read) == {str(tmp_path / "cpu-a"), str(tmp_path / "cpu-b")}
