@@ -139,32 +139,32 @@ class Record:
         if not isinstance(self.name, str) or not self.name \
                 or len(self.name) > MAX_NAME or "/" in self.name \
                 or self.name in (".", "..") or not self.name.isprintable():
-            raise RecordError(f"name {_cut(self.name)} is not a domain name")
-        _int("pid", self.pid, 1, MAX_PID)
+            raise RecordError(f"name {cut(self.name)} is not a domain name")
+        check_int("pid", self.pid, 1, MAX_PID)
         if self.pid_start is not None:
-            _int("pid_start", self.pid_start, 0, 1 << 63)
+            check_int("pid_start", self.pid_start, 0, 1 << 63)
         if not isinstance(self.pmd_share, bool):
-            raise RecordError(f"pmd_share {_cut(self.pmd_share)} is not "
+            raise RecordError(f"pmd_share {cut(self.pmd_share)} is not "
                               f"true or false")
         if self.rdt_class is not None and not (
                 isinstance(self.rdt_class, str)
                 and naming.CLASS_NAME_RE.match(self.rdt_class)):
-            raise RecordError(f"rdt_class {_cut(self.rdt_class)} is not a "
+            raise RecordError(f"rdt_class {cut(self.rdt_class)} is not a "
                               f"class name")
         # Only libvirt's group of the domain, one path component: a record
         # can never point reconcile at anyone else's group.
         if self.group is not None and not (
                 naming.is_safe_group_name(self.group)
                 and naming.is_libvirt_group(self.group)):
-            raise RecordError(f"group {_cut(self.group)} is not a libvirt "
+            raise RecordError(f"group {cut(self.group)} is not a libvirt "
                               f"group name (qemu-<id>-<name>-vcpus_<list>)")
         if self.slo is not None and self.slo not in ("latency",):
-            raise RecordError(f"slo {_cut(self.slo)} is not an SLO "
+            raise RecordError(f"slo {cut(self.slo)} is not an SLO "
                               f"(latency)")
         if self.schemata is not None:
             if not isinstance(self.schemata, str) or \
                     len(self.schemata) > MAX_SCHEMATA or self.group is None:
-                raise RecordError(f"schemata {_cut(self.schemata)} is not "
+                raise RecordError(f"schemata {cut(self.schemata)} is not "
                                   f"the schemata of the record's group")
             try:
                 Schemata.parse(self.schemata)
@@ -173,10 +173,10 @@ class Record:
         if self.tasks is not None:
             if not isinstance(self.tasks, (list, tuple)) or \
                     len(self.tasks) > MAX_TASKS or self.group is None:
-                raise RecordError(f"tasks {_cut(self.tasks)} is not a list "
+                raise RecordError(f"tasks {cut(self.tasks)} is not a list "
                                   f"of at most {MAX_TASKS} thread ids")
             for tid in self.tasks:
-                _int("tasks", tid, 1, MAX_PID)
+                check_int("tasks", tid, 1, MAX_PID)
             object.__setattr__(self, "tasks", tuple(self.tasks))
         if self.class_masks is not None:
             self._check_class_masks()
@@ -186,24 +186,24 @@ class Record:
             if value is not None and not (
                     isinstance(value, str) and len(value) <= MAX_LABEL
                     and value.isprintable()):
-                raise RecordError(f"{field} {_cut(value)} is not a "
+                raise RecordError(f"{field} {cut(value)} is not a "
                                   f"printable label")
 
     def _check_class_masks(self) -> None:
         masks = self.class_masks
         if self.rdt_class is None or not isinstance(masks, (list, tuple)) \
                 or not 0 < len(masks) <= MAX_CLASS_MASKS:
-            raise RecordError(f"class_masks {_cut(masks)} is not the "
+            raise RecordError(f"class_masks {cut(masks)} is not the "
                               f"masks of the record's class")
         out = []
         for item in masks:
             if not isinstance(item, (list, tuple)) or len(item) != 3 \
                     or item[1] not in CACHE_KINDS:
-                raise RecordError(f"class_masks {_cut(item)} is not "
+                raise RecordError(f"class_masks {cut(item)} is not "
                                   f"[cache id, {'|'.join(CACHE_KINDS)}, "
                                   f"mask]")
-            _int("class_masks cache id", item[0], 0, MAX_CACHE_ID)
-            _int("class_masks mask", item[2], 1, (1 << 64) - 1)
+            check_int("class_masks cache id", item[0], 0, MAX_CACHE_ID)
+            check_int("class_masks mask", item[2], 1, (1 << 64) - 1)
             out.append((item[0], item[1], item[2]))
         object.__setattr__(self, "class_masks", tuple(out))
 
@@ -242,14 +242,16 @@ def canonical_uuid(text: object) -> str | None:
 
 
 
-def _int(field: str, value: object, lo: int, hi: int) -> None:
+def check_int(field: str, value: object, lo: int, hi: int,
+              error: type[Exception] = RecordError) -> None:
+    """``value`` is an int (not a bool) in ``lo``..``hi``, else ``error``
+    says so: a field of a file nova-rdt reads as root."""
     if isinstance(value, bool) or not isinstance(value, int) \
             or not lo <= value <= hi:
-        raise RecordError(f"{field} {_cut(value)} is not a number "
-                          f"{lo}-{hi}")
+        raise error(f"{field} {cut(value)} is not a number {lo}-{hi}")
 
 
-def _cut(value: object) -> str:
+def cut(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

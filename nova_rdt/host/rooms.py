@@ -153,14 +153,10 @@ class Room:
 
 
 def _int(field: str, value: object, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) \
-            or not lo <= value <= hi:
-        raise RoomError(f"{field} {_cut(value)} is not a number {lo}-{hi}")
+    records_mod.check_int(field, value, lo, hi, RoomError)
 
 
-def _cut(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_cut = records_mod.cut
 
 
 # -- the rules: pure -------------------------------------------------------
