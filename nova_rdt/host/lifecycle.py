@@ -290,6 +290,17 @@ class DomainLifecycle:
             rec = next((r for r in recs if r.uuid == uuid), None)
             self._release_room(uuid, recs)
             failpoints.hit("agent.release_before_record")
+            if rec is not None and rec.pid_start is not None \
+                    and rec.alive():
+                # libvirt runs 'release' once the run's QEMU is gone: a
+                # record whose very QEMU (pid and start time) still runs
+                # is a later run's, stopped and started again while this
+                # release ran late in the background.  Removing it would
+                # take that run's ways out of the PMD COS until the next
+                # reconcile.
+                LOG.info("%s: its record stays: QEMU %d of a later run "
+                         "still runs", rec.name, rec.pid)
+                return
             try:
                 self.records.remove(uuid)
             except OSError as e:

@@ -156,6 +156,29 @@ def test_a_restarts_room_outlives_the_release_of_its_last_run(host):
     assert host.l3(PMD) == {0: 0x7f0, 1: 0x7f0}
 
 
+def test_a_late_release_keeps_the_record_of_the_run_after_it(host):
+    """s1 stops and starts again, all the way to 'started', before the
+    release of its first run has done its work.  That release must leave
+    the new run's record, or the PMD COS stops covering its ways."""
+    s1 = _sharers_and_s1_stopped(host)
+    now = rooms_mod.now_ticks()[0]
+    old_release = _invoked(Agent(host.settings), now - 50)
+    host.start("s1", 2, chosen=0x180, share=True, uuid=s1)
+    covered = host.l3(PMD)
+    assert covered == {0: 0x7f0, 1: 0x7f0}
+    old_release.handle(_event("release", "s1", s1, 2, True))
+    assert host.l3(PMD) == covered
+    records = Records(host.settings.state_path).all()[0]
+    assert [r.uuid for r in records if r.name == "s1"] == [s1]
+    # The new run's own release, once its QEMU is gone, ends the record.
+    qemu = host.procs[-1]
+    qemu.kill()
+    qemu.wait()
+    Agent(host.settings).handle(_event("release", "s1", s1, 2, True))
+    assert [r for r in Records(host.settings.state_path).all()[0]
+            if r.name == "s1"] == []
+
+
 def _xml(name, uuid, ways, share):
     m = _meta(ways, share)
     return (f"<domain type='kvm'><name>{name}</name><uuid>{uuid}</uuid>"
