@@ -20,6 +20,7 @@ from tests.integration.conftest import lab_env
 
 MOVES = ("live migration (--host)", "live migration (scheduled)",
          "live migration refused (full destination)",
+         "live migration aborted",
          "cold migration, confirm", "cold migration, revert",
          "shelve, unshelve (--host)", "evacuate (source forced down)",
          "evacuated: source back up, cleaned",

@@ -2,6 +2,7 @@
 (nova_rdt.lab.allinone.hostview), and the second compute's migration
 wiring (subnode)."""
 
+import dataclasses
 import os
 
 import pytest
@@ -91,6 +92,31 @@ def test_a_clean_source_has_no_domain_group_record_or_changed_pmd_cos():
         assert words in problems
     # Not asked: the PMD COS is not judged.
     assert not any("PMD" in p for p in hv.judge_clean(dirty, DOM, None))
+
+
+def test_an_arriving_paused_domain_must_already_hold_its_ways():
+    """An incoming live migration's domain is paused until it resumes;
+    the destination's hook has written its masks by then."""
+    held = {PMD: g({0: 0x3, 1: 0x600}),
+            LIBVIRT_GROUP: g({0: 0xc, 1: 0x600}, {101})}
+    paused = hv.Seen("c2", False, frozenset({101}), held, True, True,
+                     paused=True)
+    assert hv.judge_holds(paused, DOM, 2, pmd_share=True,
+                          arriving=True) == []
+    # After a move it must run, not wait.
+    assert "(it is paused)" in hv.judge_holds(paused, DOM, 2)[0]
+    # Still on libvirt's own choice of ways (way 4, outside the PMD COS).
+    early = dataclasses.replace(paused, groups={
+        PMD: g({0: 0x3, 1: 0x600}),
+        LIBVIRT_GROUP: g({0: 0x30, 1: 0x30}, {101})})
+    assert "PMD COS" in " ".join(hv.judge_holds(
+        early, DOM, 2, pmd_share=True, arriving=True))
+
+
+def test_a_paused_domain_left_behind_is_not_clean():
+    left = hv.Seen("c2", False, frozenset({101}), {}, False, paused=True)
+    assert hv.judge_clean(left, DOM, None) == [
+        f"domain {DOM} is still paused on c2"]
 
 
 def test_free_ways_counts_the_fullest_cache():

@@ -31,12 +31,16 @@ class Seen:
     """One compute, as far as one instance is concerned."""
 
     host: str
+    #: The domain runs.
     domain: bool
     vcpu_tids: frozenset[int]
     groups: dict[str, Group]
     record: bool
-    #: The running domain's XML (libvirt's) has a ``<cachetune>``.
+    #: The live domain's XML (libvirt's) has a ``<cachetune>``.
     cachetune: bool = False
+    #: The domain is paused: an incoming migration's, before it resumes
+    #: (its QEMU and vCPU threads exist).
+    paused: bool = False
 
     def group_of_vcpus(self) -> str | None:
         """The group whose tasks hold every vCPU thread (None: none)."""
@@ -104,18 +108,19 @@ def observe(side: Side, domain: str, uuid: str) -> Seen:
     res = subprocess.run(["virsh", "-q", "-c", side.libvirt_uri, "domstate",
                           domain], capture_output=True, text=True,
                          timeout=60)
-    running = res.returncode == 0 and "running" in res.stdout
+    state = res.stdout.strip() if res.returncode == 0 else ""
+    live = state in ("running", "paused")
     xml = subprocess.run(["virsh", "-q", "-c", side.libvirt_uri, "dumpxml",
                           domain], capture_output=True, text=True,
-                         timeout=60).stdout if running else ""
+                         timeout=60).stdout if live else ""
     return Seen(
-        host=side.host, domain=running,
-        vcpu_tids=vcpu_threads(side.qemu_run_dir, domain) if running
+        host=side.host, domain=state == "running",
+        vcpu_tids=vcpu_threads(side.qemu_run_dir, domain) if live
         else frozenset(),
         groups=read_groups(side.resctrl_root),
         record=os.path.exists(os.path.join(side.state_path, "domains",
                                            f"{uuid}.json")),
-        cachetune="<cachetune" in xml)
+        cachetune="<cachetune" in xml, paused=state == "paused")
 
 
 def pmd_mask(seen: Seen, prefix: str = naming.DEFAULT_PREFIX
@@ -126,14 +131,18 @@ def pmd_mask(seen: Seen, prefix: str = naming.DEFAULT_PREFIX
 
 def judge_holds(seen: Seen, domain: str, ways: int | None,
                 rdt_class: str | None = None, pmd_share: bool = False,
-                prefix: str = naming.DEFAULT_PREFIX) -> list[str]:
+                prefix: str = naming.DEFAULT_PREFIX,
+                arriving: bool = False) -> list[str]:
     """What is wrong with ``seen`` for an instance that must run there:
     its vCPUs in libvirt's group of the domain with exactly ``ways`` ways
     on every cache (or in its class's group), a sharer's ways inside the
-    PMD COS on some cache, and its record.  [] when all holds."""
+    PMD COS on some cache, and its record.  ``arriving``: the domain is
+    an incoming migration's, paused until it resumes, and must hold all
+    of that already.  [] when all holds."""
     bad = []
-    if not seen.domain:
-        return [f"no running domain {domain} on {seen.host}"]
+    if not (seen.domain or arriving and seen.paused):
+        return [f"no running domain {domain} on {seen.host}"
+                + (" (it is paused)" if seen.paused else "")]
     if not seen.vcpu_tids:
         return [f"no vCPU threads of {domain} found on {seen.host}"]
     group = seen.group_of_vcpus()
@@ -154,14 +163,15 @@ def judge_holds(seen: Seen, domain: str, ways: int | None,
             wrong = {c: m for c, m in masks.items()
                      if bin(m).count("1") != ways}
             if not masks or wrong:
-                bad.append(f"{group} holds {_fmt(masks)}, not {ways} ways "
-                           f"on every cache")
+                bad.append(f"{group} holds {masks_text(masks)}, not "
+                           f"{ways} ways on every cache")
             if pmd_share:
                 pmd = pmd_mask(seen, prefix)
                 if not any(c in pmd and m & pmd[c] == m
                            for c, m in masks.items()):
-                    bad.append(f"sharer's ways {_fmt(masks)} inside the "
-                               f"PMD COS ({_fmt(pmd)}) on no cache")
+                    bad.append(f"sharer's ways {masks_text(masks)} inside "
+                               f"the PMD COS ({masks_text(pmd)}) on no "
+                               f"cache")
     elif group is not None and group != ".":
         bad.append(f"an instance with no RDT ways runs in {group}")
     if (ways or rdt_class) and not seen.record:
@@ -176,8 +186,10 @@ def judge_clean(seen: Seen, domain: str, pmd_before: dict[int, int] | None,
     matches what it was before the instance came (``pmd_before``, None:
     not checked).  [] when nothing is left."""
     bad = []
-    if seen.domain:
-        bad.append(f"domain {domain} still runs on {seen.host}")
+    if seen.domain or seen.paused:
+        bad.append(f"domain {domain} "
+                   f"{'still runs' if seen.domain else 'is still paused'} "
+                   f"on {seen.host}")
     left = [g for g in seen.groups if naming.is_libvirt_group_of(g, domain)]
     if left:
         bad.append(f"group(s) {', '.join(left)} left on {seen.host}")
@@ -186,8 +198,8 @@ def judge_clean(seen: Seen, domain: str, pmd_before: dict[int, int] | None,
     if pmd_before is not None:
         now = pmd_mask(seen, prefix)
         if now != pmd_before:
-            bad.append(f"PMD COS {_fmt(now)} on {seen.host}, "
-                       f"{_fmt(pmd_before)} before the instance came")
+            bad.append(f"PMD COS {masks_text(now)} on {seen.host}, "
+                       f"{masks_text(pmd_before)} before the instance came")
     return bad
 
 
@@ -202,5 +214,6 @@ def free_ways(seen: Seen, cbm_bits: int) -> int:
     return min(cbm_bits - bin(m).count("1") for m in caches.values())
 
 
-def _fmt(masks: dict[int, int]) -> str:
+def masks_text(masks: dict[int, int]) -> str:
+    """``0=c;1=600``, as a schemata line spells a group's masks."""
     return ";".join(f"{c}={m:x}" for c, m in sorted(masks.items())) or "-"

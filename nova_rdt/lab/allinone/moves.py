@@ -8,7 +8,9 @@ group libvirt made for its domain with exactly its flavor's ways on every
 cache (a class member: in its class's group), a sharer's ways inside the
 PMD COS, and nova-rdt's record of it; on the source nothing is left (no
 domain, group or record) and the PMD COS is what it was before the
-instance came.  One sharer and one class member make the journey.
+instance came.  One sharer and one class member make the journey.  A
+live migration aborted while the destination's domain waits paused
+checks that domain too: it must hold the instance's ways before it runs.
 
 The race: N concurrent ``openstack server create`` of one flavor against
 caches that fit fewer than N, with two scheduler workers.  Every ACTIVE
@@ -21,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import re
+import subprocess
 import threading
 import time
 
@@ -34,6 +37,10 @@ RACE_WAYS = 3
 #: Servers beyond what the caches fit.
 RACE_EXTRA = 2
 WAIT = 300
+#: MiB/s the source sends a migration to be aborted at: a TCG guest's
+#: memory otherwise crosses the loopback in a second or two, before an
+#: abort can reach it.  At this speed it takes minutes.
+ABORT_SPEED = 1
 
 
 @dataclasses.dataclass
@@ -130,10 +137,12 @@ class Moves:
 
     def check(self, move: str, inst: Instance, src: str, dst: str,
               t0: float, run, settled: set[str] = frozenset({"ACTIVE"}),
-              clean_source: bool = True, hosts: str = "") -> Result:
+              clean_source: bool = True, hosts: str = "",
+              notes: list[str] | None = None) -> Result:
         """Run ``run()`` (the commands of one move), then judge both
         computes: ``dst`` holds the instance, ``src`` (when another) has
-        nothing of it."""
+        nothing of it.  ``notes``, filled by ``run``, are said beside the
+        result without failing it."""
         detail = []
         try:
             problem = run()
@@ -158,14 +167,14 @@ class Moves:
         masks = ""
         group = held.group_of_vcpus()
         if group and group in held.groups:
-            masks = ";".join(f"{c}={m:x}" for c, m in
-                             sorted(held.groups[group].l3.items()))
+            masks = hostview.masks_text(held.groups[group].l3)
         r = Result(move, inst.kind, not detail, src, dst, seconds, masks,
-                   "; ".join(detail), hosts)
+                   "; ".join(detail + (notes or [])), hosts)
         self.results.append(r)
         self.say(f"  {'ok  ' if r.ok else 'FAIL'} {move} ({inst.kind}) "
                  f"{hosts or f'{src} -> {dst}'} in {seconds:.1f} s"
-                 + (f": {r.detail}" if r.detail else f", masks {masks}"))
+                 + (f", masks {masks}" if r.ok else "")
+                 + (f": {r.detail}" if r.detail else ""))
         return r
 
     def _cmd(self, command: str, timeout: float = WAIT,
@@ -244,6 +253,7 @@ class Moves:
         self._each(insts, self.journey)
         for inst in insts:
             self.refused(inst)
+        self._each(insts, self.aborted)
         self.evacuate(insts)
 
         def finish(inst):
@@ -364,6 +374,113 @@ class Moves:
                 self.sh(f"openstack server delete --wait {filler.name}")
                 self.sh(f"openstack flavor delete {filler.flavor}")
 
+    def aborted(self, inst: Instance) -> None:
+        """``openstack server migration abort`` of a running live
+        migration.  The source's libvirt sends at :data:`ABORT_SPEED`
+        (``virsh migrate-setspeed``), so the abort comes while the
+        destination's domain waits, paused, for its memory.  That domain
+        must already hold the instance's ways there: the hook writes them
+        in libvirt's incoming Prepare phase, which ends before the source
+        sends any memory.  After the abort the instance holds its ways
+        where it was, and the destination keeps nothing of it."""
+        src = self.where(inst)
+        dst = self.other(src)
+        virsh = ["virsh", "-q", "-c", self.sides[src].libvirt_uri]
+        speed = subprocess.run(virsh + ["migrate-getspeed", inst.domain],
+                               capture_output=True, text=True,
+                               timeout=60).stdout.strip()
+        notes: list[str] = []
+        t0 = time.monotonic()
+
+        def run():
+            subprocess.run(virsh + ["migrate-setspeed", inst.domain,
+                                    str(ABORT_SPEED)], check=True,
+                           capture_output=True, timeout=60)
+            problem = self._cmd(
+                f"openstack --os-compute-api-version 2.30 server migrate "
+                f"--live-migration --host {dst} {inst.name}")
+            if problem:
+                return problem
+            if not self._sending(virsh, inst.domain):
+                return (f"the migration to {dst} never sent memory: "
+                        f"nothing to abort")
+            arriving = self.seen(dst, inst)
+            problems = hostview.judge_holds(
+                arriving, inst.domain, inst.ways, inst.rdt_class,
+                inst.pmd_share, arriving=True)
+            if problems:
+                return f"arriving, paused on {dst}: " + "; ".join(problems)
+            group = arriving.group_of_vcpus()
+            notes.append(f"paused on {dst}, vCPUs in {group} at "
+                         f"{hostview.masks_text(arriving.groups[group].l3)}"
+                         f" before the abort")
+            mid = self.sh(
+                f"openstack --os-compute-api-version 2.59 server migration "
+                f"list --server {inst.name} --status running -f value "
+                f"-c Id").printed.strip().splitlines()
+            if len(mid) != 1:
+                return f"not one running migration of {inst.name}: {mid}"
+            problem = self._cmd(
+                f"openstack --os-compute-api-version 2.24 server migration "
+                f"abort {inst.name} {mid[0]}")
+            if problem:
+                return problem
+            return self._after_abort(inst, notes)
+        try:
+            self.check("live migration aborted", inst, dst, src, t0, run,
+                       hosts=f"{src} -> {dst} aborted", notes=notes)
+        finally:
+            if speed:
+                subprocess.run(virsh + ["migrate-setspeed", inst.domain,
+                                        speed], capture_output=True,
+                               timeout=60)
+
+    def _sending(self, virsh: list[str], domain: str,
+                 timeout: float = 120) -> bool:
+        """Whether the source's migration job of ``domain`` has begun to
+        send memory (libvirt's Perform phase: the destination's Prepare,
+        the hook's 'started' with it, is over)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = subprocess.run(virsh + ["domjobinfo", domain],
+                                  capture_output=True, text=True,
+                                  timeout=60).stdout
+            m = re.search(r"^Data processed:\s+([\d.]+)", info, re.M)
+            if m and float(m.group(1)) > 0:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _after_abort(self, inst: Instance, notes: list[str]) -> str | None:
+        """Wait until the source's compute has finished the live migration
+        it was asked for.  Nova 34 sets the server to ERROR once it has
+        rolled the cancelled migration back: its monitor rolls back, then
+        ``_live_migration`` re-raises the cancelled job's error.  The
+        guest runs on the source all along; the server is set active
+        again as an operator would, and the table says so."""
+        server = self.show(inst.name)["id"]
+        deadline = time.monotonic() + WAIT
+        while True:
+            with self._lock:
+                action = next((a for a in self._conn.compute.server_actions(
+                    server) if a.action == "live-migration"), None)
+                events = self._conn.compute.get_server_action(
+                    action, server).events if action else []
+            done = [e for e in events or ()
+                    if e.event == "compute_live_migration" and
+                    e.finish_time]
+            if done:
+                break
+            if time.monotonic() > deadline:
+                return "the source's compute never finished the migration"
+            time.sleep(1)
+        if self.show(inst.name)["status"] == "ERROR":
+            notes.append(f"Nova set the server ERROR after the abort "
+                         f"({done[0].result}); set active again")
+            return self._cmd(f"openstack server set --auto-approve --state "
+                             f"active {inst.name}")
+        return None
+
     def evacuate(self, insts: list[Instance]) -> None:
         """The host both instances are on goes down (its nova-compute
         stops, its domains die), is forced down, and both are evacuated;
@@ -379,7 +496,6 @@ class Moves:
         t0 = time.monotonic()
         self.cloud.stop_compute(src)
         side = self.sides[src]
-        import subprocess
         for inst in insts:
             # The host died: so did its guests.
             subprocess.run(["virsh", "-q", "-c", side.libvirt_uri,
