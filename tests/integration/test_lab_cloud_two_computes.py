@@ -69,6 +69,12 @@ def test_both_computes_serve(two):
         assert name in summary["services"], name
     # Each compute's libvirtd is its own.
     assert len({c["libvirt_uri"] for c in serve["computes"]}) == 2
+    # Prometheus scrapes an exporter and a controller per compute, and
+    # the dashboard's $host offers both.
+    prom = summary["prometheus"]
+    assert prom["missing"] == [], prom
+    assert sorted(prom["hosts"]) == sorted(hosts)
+    assert sorted(prom["targets"].values()) == ["up"] * 4
 
 
 def test_every_move_of_both_kinds_held_on_both_computes(two):

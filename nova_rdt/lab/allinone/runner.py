@@ -20,6 +20,7 @@ import time
 from nova_rdt.lab.allinone import checks as checks_mod
 from nova_rdt.lab.allinone import cloud as cloud_mod
 from nova_rdt.lab.allinone import exchange
+from nova_rdt.lab.allinone import promview
 from nova_rdt.lab.allinone import serve
 from nova_rdt.lab.procs import LabError
 from nova_rdt.lab.run import LabRun
@@ -256,10 +257,21 @@ def _moves(run: LabRun, cloud, shell, out_dir: str) -> bool:
         run.summary["moves"] = [r.__dict__ for r in mv.results]
         run.summary["moves_table"] = path
     say(f"moves: {path}")
+    hosts = [s.host for s in cloud.sides()]
+    seen, missing = promview.wait(cloud.services["prometheus"]["url"],
+                                  hosts, targets=2 * len(hosts))
+    run.summary["prometheus"] = {
+        "targets": seen.targets if seen else {},
+        "hosts": list(seen.hosts) if seen else [], "missing": missing}
+    say(f"  {'ok  ' if not missing else 'FAIL'} Prometheus: "
+        + ("; ".join(missing) if missing else
+           f"{len(seen.targets)} targets up, the dashboard's $host offers "
+           f"{', '.join(seen.hosts)}"))
     run.stage("Boots that race (two scheduler workers)")
     race = moves_mod.run_race(cloud, shell, say)
     run.summary["race"] = race
-    return all(r.ok is not False for r in mv.results) and race["ok"]
+    return (all(r.ok is not False for r in mv.results) and race["ok"]
+            and not missing)
 
 
 def isolation_artifacts(cloud) -> dict | None:
@@ -317,6 +329,8 @@ def _say_summary(say, summary: dict) -> None:
     for m in moves:
         if m["ok"] is False:
             say(f"  FAILED {m['move']} ({m['kind']}): {m['detail']}")
+    for line in (summary.get("prometheus") or {}).get("missing", ()):
+        say(f"  FAILED Prometheus: {line}")
     if summary.get("moves_table"):
         say(f"moves: {summary['moves_table']}")
     for key in ("exchange", "serve_json", "tempest_workspace"):
