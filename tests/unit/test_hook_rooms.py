@@ -30,7 +30,7 @@ from nova_rdt.host.agent import Agent
 from nova_rdt.host.records import Records
 from nova_rdt.resctrl import cbm
 from tests import libvirt_model
-from tests.hook_host import emulator_fixture
+from tests.unit import test_hook_placement
 from tests.unit.test_hook_placement import Host
 from tests.unit.test_hook_placement import _event
 from tests.unit.test_hook_placement import _meta
@@ -40,16 +40,10 @@ S3 = "5739af97-f801-4ee1-ace0-5bcd858b3407"
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
-emulator = emulator_fixture("gold-6252")
-
-
-@pytest.fixture
-def host(emulator, tmp_path):
-    h = Host(str(tmp_path), emulator)
-    h.clear()
-    prep.prepare(h.fs, 2, 2)
-    yield h
-    h.clear()
+# The placement tests' emulated host (gold-6252, 2 host ways, a 2-way
+# PMD base), as pytest finds fixtures by their module-level names.
+emulator = test_hook_placement.emulator
+host = test_hook_placement.host
 
 
 def _libvirt_allocates(host, ways):
