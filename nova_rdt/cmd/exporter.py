@@ -53,8 +53,7 @@ def exporter(args) -> int:
     from nova_rdt.exporter import hostname
 
     host = hostname.nova_host(files, args.host)
-    live = LiveView(Sampler(fs, args.state_path or r.state_path,
-                            caps_ttl=e.capabilities_ttl))
+    live = LiveView(Sampler(fs, args.state_path or r.state_path))
     from nova_rdt.web import webconfig
     try:
         web = webconfig.Watcher(args.web_config_file or e.web_config_file)

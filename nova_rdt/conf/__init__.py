@@ -151,9 +151,14 @@ exporter_opts = [
                         "turns notifications off."),
     FiniteFloatOpt("capabilities_ttl", default=60.0, min=0.0,
                    max=MAX_SECONDS,
-                   help="Seconds the resctrl capabilities (info/) are "
-                        "reused between scrapes; they change only with a "
-                        "remount."),
+                   deprecated_for_removal=True,
+                   deprecated_reason="The capabilities are kept per "
+                                     "resctrl mount and re-read exactly "
+                                     "when it changes (a remount, CPU "
+                                     "hotplug); a time to live only "
+                                     "served stale ones after a remount. "
+                                     "The value is ignored.",
+                   help="Ignored."),
     FiniteFloatOpt("client_timeout", default=10.0, min=0.1, max=300.0,
                    help="Seconds a client connection may stay silent "
                         "(sending its request or reading the answer) "

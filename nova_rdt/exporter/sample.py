@@ -6,8 +6,9 @@ root's monitor groups: ``schemata`` (control groups), ``tasks`` and
 ``mon_data``.  Monitor groups inside another control group are not read:
 the kernel already adds their counts into that group's own ``mon_data``,
 and they belong to the same owner.  Capabilities (``info/``) change only
-with a remount; they are re-read every ``caps_ttl`` seconds or after a
-failed scrape.
+with a remount or CPU hotplug: the filesystem's per-mount cache
+(:mod:`nova_rdt.resctrl.capcache`) re-reads them exactly then, at the
+first scrape after it, and after a scrape that failed to read.
 """
 
 from __future__ import annotations
@@ -55,28 +56,21 @@ class HostSample:
 
 class Sampler:
     def __init__(self, fs: Resctrl, state_path: str | None = None,
-                 caps_ttl: float = 60.0, clock=time.monotonic):
+                 clock=time.monotonic):
         self.fs = fs
         self.records = (records_mod.Records(state_path) if state_path
                         else None)
-        self.caps_ttl = caps_ttl
         self.clock = clock
-        self._caps: caps_mod.Capabilities | None = None
-        self._caps_at = 0.0
-
-    def _capabilities(self) -> caps_mod.Capabilities:
-        now = self.clock()
-        if self._caps is None or now - self._caps_at > self.caps_ttl:
-            self._caps = self.fs.capabilities()
-            self._caps_at = now
-        return self._caps
+        #: Read info/ afresh at the next scrape (the last one failed).
+        self._fresh = False
 
     def sample(self) -> HostSample:
         t0 = self.clock()
         try:
-            caps = self._capabilities()
+            caps = self.fs.capabilities(fresh=self._fresh)
+            self._fresh = False
         except (errors.ResctrlError, OSError, ValueError) as e:
-            self._caps = None
+            self._fresh = True
             return HostSample(None, (), time.time(), self.clock() - t0,
                               error=str(e),
                               degraded=self._degraded(None, [], []))
@@ -96,7 +90,7 @@ class Sampler:
             mon_names = (sorted(os.listdir(root_mon))
                          if os.path.isdir(root_mon) else [])
         except OSError as e:
-            self._caps = None
+            self._fresh = True
             return HostSample(None, (), time.time(), self.clock() - t0,
                               error=f"cannot list {self.fs.root}: {e}",
                               degraded=self._degraded(None, [], []))
@@ -112,7 +106,7 @@ class Sampler:
             if g is not None:
                 groups.append(g)
         if state.errors:
-            self._caps = None      # re-read info/ next time
+            self._fresh = True
         return HostSample(caps, tuple(groups), time.time(),
                           self.clock() - t0, unavailable=state.unavailable,
                           read_errors=state.errors,

@@ -125,6 +125,22 @@ def test_a_remount_with_another_profile_is_seen(remount, counted):
     assert counted["discover"] == 3
 
 
+def test_the_exporter_sees_a_remount_at_its_next_scrape(remount, counted):
+    """The exporter kept its own 60 s cache of the capabilities and
+    reported the old mount's for up to a minute after a remount."""
+    from nova_rdt.exporter.sample import Sampler
+
+    emu = remount("gold-6252")
+    sampler = Sampler(Resctrl(emu.mountpoint, prefix=PREFIX,
+                              sysfs_cpu=emu.sysfs_cpu))
+    assert not sampler.sample().caps.cdp
+    assert not sampler.sample().caps.cdp
+    assert counted["discover"] == 1
+    remount("gold-6252-cdp")
+    assert sampler.sample().caps.cdp
+    assert counted["discover"] == 2
+
+
 def test_a_spawn_after_a_remount_uses_the_new_mount(remount, counted):
     """The placer of a compute whose resctrl was remounted with CDP
     claims on CDP's resources (code and data), not on the old L3."""
