@@ -41,6 +41,11 @@ WAIT = 300
 #: memory otherwise crosses the loopback in a second or two, before an
 #: abort can reach it.  At this speed it takes minutes.
 ABORT_SPEED = 1
+#: Seconds a compute has to come to what a move left it: the hook's
+#: 'release' (and, but for an incoming migration, 'started') runs in the
+#: background after libvirt's operation returns, so Nova may report a
+#: move done a moment before the hook has dropped or written a record.
+SETTLE = 30
 
 
 @dataclasses.dataclass
@@ -158,12 +163,14 @@ class Moves:
                           + (f": {s.get('fault')}" if s.get("fault") else ""))
         if at != dst:
             detail.append(f"on {at}, not {dst}")
-        held = self.seen(dst, inst)
-        detail += hostview.judge_holds(held, inst.domain, inst.ways,
-                                       inst.rdt_class, inst.pmd_share)
+        held, problems = self._settled(dst, inst, lambda seen: (
+            hostview.judge_holds(seen, inst.domain, inst.ways,
+                                 inst.rdt_class, inst.pmd_share)))
+        detail += problems
         if src != dst and clean_source:
-            detail += hostview.judge_clean(self.seen(src, inst), inst.domain,
-                                           self._pmd_before(src, inst))
+            pmd_before = self._pmd_before(src, inst)
+            detail += self._settled(src, inst, lambda seen: (
+                hostview.judge_clean(seen, inst.domain, pmd_before)))[1]
         masks = ""
         group = held.group_of_vcpus()
         if group and group in held.groups:
@@ -315,8 +322,9 @@ class Moves:
             s = self.wait_status(name, {"SHELVED_OFFLOADED"})
             if s["status"] != "SHELVED_OFFLOADED":
                 return f"status {s['status']} after shelve"
-            left = hostview.judge_clean(self.seen(src, inst), inst.domain,
-                                        self._pmd_before(src, inst))
+            pmd_before = self._pmd_before(src, inst)
+            left = self._settled(src, inst, lambda seen: (
+                hostview.judge_clean(seen, inst.domain, pmd_before)))[1]
             if left:
                 return "shelved, offloaded: " + "; ".join(left)
             return self._cmd(f"openstack --os-compute-api-version 2.91 "
@@ -528,15 +536,24 @@ class Moves:
             self.check("evacuated: source back up, cleaned", inst, src,
                        dst, t1, lambda i=inst: self._wait_clean(src, i))
 
-    def _wait_clean(self, host: str, inst: Instance,
-                    timeout: float = 120) -> str | None:
+    def _settled(self, host: str, inst: Instance, judge,
+                 timeout: float = SETTLE
+                 ) -> tuple[hostview.Seen, list[str]]:
+        """``host`` as ``judge`` finds it once it finds nothing wrong, or
+        when ``timeout`` has passed: what it found then."""
         deadline = time.monotonic() + timeout
         while True:
-            left = hostview.judge_clean(self.seen(host, inst), inst.domain,
-                                        None)
-            if not left or time.monotonic() > deadline:
-                return "; ".join(left) or None
-            time.sleep(2)
+            seen = self.seen(host, inst)
+            problems = judge(seen)
+            if not problems or time.monotonic() > deadline:
+                return seen, problems
+            time.sleep(1)
+
+    def _wait_clean(self, host: str, inst: Instance) -> str | None:
+        """A compute that was down: it cleans up once it is back."""
+        left = self._settled(host, inst, lambda seen: hostview.judge_clean(
+            seen, inst.domain, None), timeout=120)[1]
+        return "; ".join(left) or None
 
     def _verify_then(self, name: str, command: str,
                      action: str) -> str | None:
