@@ -141,6 +141,12 @@ class Libvirt:
         #: UUID ("Attempt to migrate guest to the same host"), and two
         #: labs on one machine would read the same SMBIOS UUID.
         self.host_uuid = str(uuid.uuid4())
+        #: (min, max) of the ports QEMU listens on for incoming
+        #: migrations; None: libvirt's own (49152-49215).  Two libvirtds
+        #: on one machine each check a port free, then QEMU binds it: two
+        #: migrations at once, one each way, picked the same port, and
+        #: one failed "Address already in use".
+        self.migration_ports: tuple[int, int] | None = None
 
     @property
     def bin_dir(self) -> str:
@@ -272,11 +278,17 @@ class Libvirt:
             binds.append((copy, path))
         return binds
 
+    def _ports_conf(self) -> str:
+        if self.migration_ports is None:
+            return ""
+        low, high = self.migration_ports
+        return f"migration_port_min = {low}\nmigration_port_max = {high}\n"
+
     def _write_config(self) -> None:
         etc = self.dirs["etc"]
         for name, text in (("libvirtd.conf", _LIBVIRTD_CONF
                             + f'host_uuid = "{self.host_uuid}"\n'),
-                           ("qemu.conf", _QEMU_CONF),
+                           ("qemu.conf", _QEMU_CONF + self._ports_conf()),
                            ("virtlogd.conf", _VIRTLOGD_CONF)):
             with open(os.path.join(etc, name), "w") as f:
                 f.write(text)

@@ -165,6 +165,22 @@ def test_each_compute_gets_its_own_migration_address_and_socket(tmp_path):
         "/run/c/libvirt-sock"
 
 
+def test_each_libvirtd_takes_its_own_half_of_the_migration_ports(tmp_path):
+    """Two migrations at once, one each way, used to pick one port in the
+    two libvirtds and fail "Address already in use"."""
+    from nova_rdt.lab import libvirtd
+    one, two = subnode.migration_ports(0), subnode.migration_ports(1)
+    assert set(range(one[0], one[1] + 1)).isdisjoint(
+        range(two[0], two[1] + 1))
+    # Inside libvirt's own range, which the machine leaves to it.
+    assert 49152 <= one[0] < one[1] < two[0] < two[1] <= 49215
+    lv = libvirtd.Libvirt(str(tmp_path), supervisor=None)
+    assert lv._ports_conf() == ""
+    lv.migration_ports = two
+    assert lv._ports_conf() == (f"migration_port_min = {two[0]}\n"
+                                f"migration_port_max = {two[1]}\n")
+
+
 def test_the_hosts_file_names_the_second_compute(tmp_path):
     path = subnode.hosts_file(str(tmp_path / "hosts"), "box-2")
     lines = open(path).read().splitlines()

@@ -790,6 +790,8 @@ class AllInOne:
         if choice.tcg_for_kvm:
             self.lab.libvirt.use_tcg_for_kvm(choice.reason)
             self.machine.forced += self.lab.libvirt.forced
+        if self.subnode:
+            self.lab.libvirt.migration_ports = subnode_mod.migration_ports(0)
         self.lab.start_libvirt()
 
     def sides(self) -> list:

@@ -409,9 +409,9 @@ class Moves:
                 f"--live-migration --host {dst} {inst.name}")
             if problem:
                 return problem
-            if not self._sending(virsh, inst.domain):
-                return (f"the migration to {dst} never sent memory: "
-                        f"nothing to abort")
+            problem = self._sending(virsh, inst)
+            if problem:
+                return f"the migration to {dst} {problem}: nothing to abort"
             arriving = self.seen(dst, inst)
             problems = hostview.judge_holds(
                 arriving, inst.domain, inst.ways, inst.rdt_class,
@@ -443,21 +443,27 @@ class Moves:
                                         speed], capture_output=True,
                                timeout=60)
 
-    def _sending(self, virsh: list[str], domain: str,
-                 timeout: float = 120) -> bool:
-        """Whether the source's migration job of ``domain`` has begun to
-        send memory (libvirt's Perform phase: the destination's Prepare,
-        the hook's 'started' with it, is over)."""
+    def _sending(self, virsh: list[str], inst: Instance,
+                 timeout: float = 120) -> str | None:
+        """None once the source's migration job of ``inst`` sends memory
+        (libvirt's Perform phase: the destination's Prepare, and the
+        hook's 'started' with it, are over); else why it never did."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            info = subprocess.run(virsh + ["domjobinfo", domain],
+            info = subprocess.run(virsh + ["domjobinfo", inst.domain],
                                   capture_output=True, text=True,
                                   timeout=60).stdout
             m = re.search(r"^Data processed:\s+([\d.]+)", info, re.M)
             if m and float(m.group(1)) > 0:
-                return True
+                return None
+            s = self.show(inst.name)
+            if s["OS-EXT-STS:task_state"] != "migrating":
+                return (f"ended before it sent memory (status "
+                        f"{s['status']}"
+                        + (f": {s['fault'].get('message')}" if isinstance(
+                            s.get("fault"), dict) else "") + ")")
             time.sleep(0.5)
-        return False
+        return f"sent no memory in {timeout:g} s"
 
     def _after_abort(self, inst: Instance, notes: list[str]) -> str | None:
         """Wait until the source's compute has finished the live migration

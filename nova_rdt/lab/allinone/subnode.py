@@ -43,6 +43,14 @@ def migration_options(socket_dir: str, index: int) -> dict:
             "live_migration_inbound_addr": ADDRESSES[index]}
 
 
+def migration_ports(index: int) -> tuple[int, int]:
+    """Compute ``index``'s half of libvirt's incoming migration ports
+    (49152-49215): both libvirtds share this machine's ports."""
+    half = 32
+    low = 49152 + index * half
+    return low, low + half - 1
+
+
 def link_sockets(socket_dir: str, sockets: list[str]) -> None:
     """``<addr>.sock`` -> each compute's libvirtd socket (host paths, seen
     alike from both namespaces)."""
@@ -149,4 +157,5 @@ class Subnode:
         self.plugin_processes = rec.processes
         if choice.tcg_for_kvm:
             self.lab.libvirt.use_tcg_for_kvm(choice.reason)
+        self.lab.libvirt.migration_ports = migration_ports(1)
         self.lab.start_libvirt()
