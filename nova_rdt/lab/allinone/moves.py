@@ -433,7 +433,7 @@ class Moves:
                 f"abort {inst.name} {mid[0]}")
             if problem:
                 return problem
-            return self._after_abort(inst, notes)
+            return self._after_abort(inst, mid[0], notes)
         try:
             self.check("live migration aborted", inst, dst, src, t0, run,
                        hosts=f"{src} -> {dst} aborted", notes=notes)
@@ -465,34 +465,41 @@ class Moves:
             time.sleep(0.5)
         return f"sent no memory in {timeout:g} s"
 
-    def _after_abort(self, inst: Instance, notes: list[str]) -> str | None:
-        """Wait until the source's compute has finished the live migration
-        it was asked for.  Nova 34 sets the server to ERROR once it has
-        rolled the cancelled migration back: its monitor rolls back, then
-        ``_live_migration`` re-raises the cancelled job's error.  The
+    def _after_abort(self, inst: Instance, mid: str,
+                     notes: list[str]) -> str | None:
+        """Wait until Nova has finished with migration ``mid``.  Its
+        rollback marks the migration cancelled and the server ACTIVE;
+        then Nova 34's ``_live_migration`` re-raises the cancelled job's
+        error, which marks both ERROR, seconds later (the RPC's own
+        instance event ends at once: the migration runs in a pool).  The
         guest runs on the source all along; the server is set active
-        again as an operator would, and the table says so."""
+        again as an operator would, and the table says so.  A Nova that
+        stops at cancelled is waited for :data:`SETTLE` seconds."""
         server = self.show(inst.name)["id"]
         deadline = time.monotonic() + WAIT
+        cancelled_at = None
         while True:
             with self._lock:
-                action = next((a for a in self._conn.compute.server_actions(
-                    server) if a.action == "live-migration"), None)
-                events = self._conn.compute.get_server_action(
-                    action, server).events if action else []
-            done = [e for e in events or ()
-                    if e.event == "compute_live_migration" and
-                    e.finish_time]
-            if done:
+                status = next((m.status for m in self._conn.compute.migrations(
+                    instance_uuid=server) if str(m.id) == mid), None)
+            now = time.monotonic()
+            if status == "error":
                 break
-            if time.monotonic() > deadline:
-                return "the source's compute never finished the migration"
+            if status == "cancelled":
+                cancelled_at = cancelled_at or now
+                if now - cancelled_at > SETTLE:
+                    break
+            if now > deadline:
+                return f"migration {mid} still {status} after the abort"
             time.sleep(1)
-        if self.show(inst.name)["status"] == "ERROR":
-            notes.append(f"Nova set the server ERROR after the abort "
-                         f"({done[0].result}); set active again")
-            return self._cmd(f"openstack server set --auto-approve --state "
-                             f"active {inst.name}")
+        if status == "error":
+            # Nova saves the migration, then the server.
+            s = self.wait_status(inst.name, {"ERROR"}, timeout=SETTLE)
+            if s["status"] == "ERROR":
+                notes.append(f"Nova set the server ERROR after the abort "
+                             f"(migration {mid}: error); set active again")
+                return self._cmd(f"openstack server set --auto-approve "
+                                 f"--state active {inst.name}")
         return None
 
     def evacuate(self, insts: list[Instance]) -> None:
