@@ -156,6 +156,14 @@ class Moves:
         except Exception as e:       # a step's own failure is the result
             detail.append(f"{type(e).__name__}: {e}")
         s = self.wait_status(inst.name, settled)
+        # An evacuation's rebuild marks the server ACTIVE before Nova's
+        # resource tracker moves it to its new host (finish_evacuation):
+        # for a moment it reads ACTIVE on the host it left.
+        deadline = time.monotonic() + SETTLE
+        while (s["status"] in settled and s["OS-EXT-SRV-ATTR:host"] != dst
+               and time.monotonic() < deadline):
+            time.sleep(1)
+            s = self.show(inst.name)
         seconds = time.monotonic() - t0
         at = s.get("OS-EXT-SRV-ATTR:host")
         if s["status"] not in settled:
