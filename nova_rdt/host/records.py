@@ -241,7 +241,6 @@ def canonical_uuid(text: object) -> str | None:
         return None
 
 
-
 def check_int(field: str, value: object, lo: int, hi: int,
               error: type[Exception] = RecordError) -> None:
     """``value`` is an int (not a bool) in ``lo``..``hi``, else ``error``

@@ -29,6 +29,7 @@ have written it).  The rules here are pure; :class:`Rooms` and
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 import dataclasses
 import errno
@@ -423,6 +424,12 @@ def qemu_start(run_dir: str, name: str) -> int | None:
     return procinfo.proc_start_time(pid)
 
 
+def _read_lazily(records: records_mod.Records
+                 ) -> Iterator[records_mod.Record]:
+    """``records``' records, read from disk only once iterated."""
+    yield from records.all()[0]
+
+
 class Pending:
     """The rooms of one host, as its agent honours and sweeps them."""
 
@@ -463,11 +470,7 @@ class Pending:
         """The rooms in effect, for a writer of the PMD COS that is not
         the hook (nova-compute): the records are read only when there is
         a room, which is seldom."""
-        rooms, _bad = self.store.all()
-        if not rooms:
-            return []
-        facts = self.facts(rooms, records.all()[0])
-        return [r for r in rooms if stale(r, facts, self.timeout) is None]
+        return self.in_effect(_read_lazily(records))
 
     def sweep(self, recs: Iterable[records_mod.Record]
               ) -> tuple[list[str], list[str]]:
